@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Export the tree's commits base..HEAD to kernel-patches/ (+ series file).
+#
+#   ci/export-series.sh                   rewrite kernel-patches/
+#   ci/export-series.sh --with-tests DIR  also write a mail-ready copy to DIR:
+#                                         the series + one patch adding kunit/*.c
+#                                         as fs/btrfs/tests/<name>
+#
+# The patches are the source of truth; the tree in $CACHE is only a work area.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+usage() { sed -n '2,9s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+
+TESTS_DIR=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--with-tests) [ $# -ge 2 ] || usage 2; TESTS_DIR=$2; shift 2 ;;
+	-h | --help) usage ;;
+	*) usage 2 ;;
+	esac
+done
+
+if ! git_tree rev-parse -q --verify "$BASE_TAG^{commit}" >/dev/null 2>&1; then
+	die "no prepared tree at $TREE: run ci/prepare-tree.sh first"
+fi
+git_tree merge-base --is-ancestor "$BASE_TAG" HEAD ||
+	die "HEAD of $TREE does not descend from tag '$BASE_TAG'"
+
+# Work that would silently be left out of the export.
+am_in_progress && die "a 'git am' is in progress in $TREE: finish it (git am --continue) or abort it first"
+changes=$(tree_changes)
+[ -z "$changes" ] || die "uncommitted changes in $TREE would not be exported; commit them first:" "$changes"
+untracked=$(tree_untracked)
+if [ -n "$untracked" ]; then
+	[ "${RESTRIPER_FORCE:-0}" = 1 ] ||
+		die "untracked files in $TREE would not be exported (Debian's .gitignore hides them" \
+			"from 'git status'; add them with 'git add -f'), or set RESTRIPER_FORCE=1:" "$untracked"
+	log "RESTRIPER_FORCE=1: exporting without the untracked files:"
+	printf '    %s\n' "${untracked//$'\n'/$'\n    '}" >&2
+fi
+
+# --- the series -------------------------------------------------------------
+mkdir -p "$PATCH_DIR"
+rm -f "$PATCH_DIR"/*.patch
+git_tree format-patch -q "${FORMAT_OPTS[@]}" -o "$PATCH_DIR" "$BASE_TAG..HEAD"
+(cd "$PATCH_DIR" && find . -maxdepth 1 -name '*.patch' -printf '%f\n' | LC_ALL=C sort) >"$SERIES"
+load_series
+# The tree is exactly what the exported series gives: prepare-tree.sh must
+# not re-apply it.
+record_set "$(series_hash)" "$(git_tree rev-parse HEAD)"
+log "exported ${#PATCHES[@]} patch(es) to kernel-patches/"
+cat "$SERIES"
+
+[ -n "$TESTS_DIR" ] || exit 0
+
+# --- mail-ready copy with the KUnit sources as one more patch ----------------
+commit=$(tests_commit)
+mkdir -p "$TESTS_DIR"
+rm -f "$TESTS_DIR"/*.patch
+git_tree format-patch -q "${FORMAT_OPTS[@]}" -o "$(cd "$TESTS_DIR" && pwd)" "$BASE_TAG..$commit"
+log "mail-ready series with tests in $TESTS_DIR:"
+ls "$TESTS_DIR"/*.patch
