@@ -64,13 +64,21 @@ gate_make() { make -C "$TREE" O="$GATE_BUILD" -j"$JOBS" "$@"; }
 # x86_64_defconfig once, then kunit.config merged in at every commit: a patch
 # may add a Kconfig symbol (e.g. the KUnit test's).  .config is only replaced
 # when the result differs, so that the build stays incremental.
-configure_gate_build() {
+#
+# The KUnit sources in kunit/ follow the tip of the series, not each patch,
+# so the *_KUNIT_TEST options are turned off except at the tip (WITH_TESTS=1).
+configure_gate_build() { # WITH_TESTS
 	mkdir -p "$GATE_BUILD"
 	if [ ! -f "$GATE_BUILD/.config" ]; then
 		gate_make -s x86_64_defconfig
 	fi
 	cp "$GATE_BUILD/.config" "$GATE_BUILD/.config.gate"
-	cat "$RESTRIPER_ROOT/kunit.config" >>"$GATE_BUILD/.config.gate"
+	if [ "$1" = 1 ]; then
+		cat "$RESTRIPER_ROOT/kunit.config"
+	else
+		sed -E 's/^(CONFIG_[A-Z0-9_]*_KUNIT_TEST)=.*/# \1 is not set/' \
+			"$RESTRIPER_ROOT/kunit.config"
+	fi >>"$GATE_BUILD/.config.gate"
 	gate_make -s KCONFIG_CONFIG=.config.gate olddefconfig >/dev/null
 	if ! cmp -s "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config"; then
 		mv "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config"
@@ -78,10 +86,10 @@ configure_gate_build() {
 	rm -f "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config.gate.old"
 }
 
-# build_btrfs LOG: incremental "make W=1 C=1 fs/btrfs/" (sparse runs on each
-# recompiled file).  Returns make's status.
+# build_btrfs LOG WITH_TESTS: incremental "make W=1 C=1 fs/btrfs/" (sparse
+# runs on each recompiled file).  Returns make's status.
 build_btrfs() {
-	configure_gate_build >"$1" 2>&1 &&
+	configure_gate_build "$2" >"$1" 2>&1 &&
 		gate_make W=1 C=1 fs/btrfs/ >>"$1" 2>&1
 }
 
@@ -129,7 +137,7 @@ ensure_baseline() {
 	git_tree checkout -q --detach "$BASE_TAG"
 	rm -rf "$GATE_BUILD/fs/btrfs"
 	log=$LOG_DIR/baseline.log
-	build_btrfs "$log" || die "fs/btrfs/ does not build at '$BASE_TAG':" "$(build_errors "$log")" "(log: $log)"
+	build_btrfs "$log" 0 || die "fs/btrfs/ does not build at '$BASE_TAG':" "$(build_errors "$log")" "(log: $log)"
 	warnings "$log" | keys | LC_ALL=C sort >"$BASELINE.tmp"
 	mv "$BASELINE.tmp" "$BASELINE"
 	log "baseline: $(wc -l <"$BASELINE") warning lines at '$BASE_TAG' ($BASELINE)"
@@ -138,15 +146,15 @@ ensure_baseline() {
 # One patch: HEAD detached at its commit, files it changes touched so that they
 # and their users are recompiled (and sparse-checked) even when the build
 # folder last saw them at this content.
-check_patch_build() { # INDEX COMMIT PREV_COMMIT PATCH_NAME -> sets B_STATUS B_NEW
-	local i=$1 commit=$2 prev=$3 name=$4 log new f
+check_patch_build() { # INDEX COMMIT PREV_COMMIT PATCH_NAME WITH_TESTS -> sets B_STATUS B_NEW
+	local i=$1 commit=$2 prev=$3 name=$4 with_tests=$5 log new f
 	log=$LOG_DIR/$(printf '%02d' "$i")-${name%.patch}.log
 	git_tree checkout -q --detach "$commit"
 	while IFS= read -r f; do
 		if [ -e "$TREE/$f" ]; then touch "$TREE/$f"; fi
 	done < <(git_tree diff --name-only "$prev" "$commit")
 	B_NEW=-
-	if ! build_btrfs "$log"; then
+	if ! build_btrfs "$log" "$with_tests"; then
 		B_STATUS=FAIL
 		echo "---- patch $i $name: fs/btrfs/ does not build (log: $log)"
 		build_errors "$log"
@@ -191,14 +199,15 @@ check_patches() {
 
 	ensure_baseline
 	# The KUnit sources are in no commit: have them compiled (and checked)
-	# again by the first patch whose Makefile builds them.
+	# again at the tip, the only patch built with them.
 	rm -f "$GATE_BUILD"/fs/btrfs/tests/*.o
 	prev=$(git_tree rev-parse "$BASE_TAG^{commit}")
 	for i in "${!PATCHES[@]}"; do
 		patch=${PATCHES[$i]}
 		name=$(basename "$patch")
 		log "patch $((i + 1))/${#PATCHES[@]}: $name"
-		check_patch_build $((i + 1)) "${commits[$i]}" "$prev" "$name"
+		check_patch_build $((i + 1)) "${commits[$i]}" "$prev" "$name" \
+			$((i + 1 == ${#PATCHES[@]}))
 		checkpatch_one "$name" "$patch"
 		row "$name" "$B_STATUS" "$B_NEW" "$C_STATUS"
 		{ [ "$B_STATUS" = ok ] && [ "$B_NEW" = 0 ] && [ "$C_STATUS" = ok ]; } || fail
