@@ -909,9 +909,14 @@ static const struct limit_case limit_min_cases[] = {
 	  .limit_min = 2, .limit_max = 5 }, 2, true },
 	{ "limit=2..5: 6 selected", { .flags = A_LIMIT_RANGE,
 	  .limit_min = 2, .limit_max = 5 }, 6, true },
-	{ "no flag, min 3: 2 selected", { .limit_min = 3 }, 2, false },
-	{ "no flag, min 3: 3 selected", { .limit_min = 3 }, 3, true },
-	{ "min 0: nothing selected", { .limit_min = 0 }, 0, true },
+	{ "limit=0..5: nothing selected", { .flags = A_LIMIT_RANGE,
+	  .limit_min = 0, .limit_max = 5 }, 0, true },
+	{ "no limit flag, min bytes 3: 2 selected", { .limit_min = 3 }, 2,
+	  true },
+	{ "single limit=5: 3 selected", { .flags = A_LIMIT, .limit = 5 }, 3,
+	  true },
+	{ "single limit=5: nothing selected", { .flags = A_LIMIT, .limit = 5 },
+	  0, true },
 };
 
 KUNIT_ARRAY_PARAM(limit_min, limit_min_cases, limit_case_desc);
@@ -923,17 +928,6 @@ static void limit_min_reached_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, btrfs_balance_limit_min_reached(&p->args,
 							      p->count),
 			p->expected);
-}
-
-/* limit_min is the low half of limit on little-endian: limit=5 means 5. */
-static void limit_min_shares_limit_test(struct kunit *test)
-{
-	struct btrfs_balance_args args = { .flags = A_LIMIT, .limit = 5 };
-
-	if (IS_ENABLED(CONFIG_CPU_BIG_ENDIAN))
-		kunit_skip(test, "limit_min is the high half of limit here");
-	KUNIT_EXPECT_FALSE(test, btrfs_balance_limit_min_reached(&args, 4));
-	KUNIT_EXPECT_TRUE(test, btrfs_balance_limit_min_reached(&args, 5));
 }
 
 static struct kunit_case balance_filters_cases[] = {
@@ -950,7 +944,6 @@ static struct kunit_case balance_filters_cases[] = {
 	KUNIT_CASE_PARAM(limit_allows_test, limit_gen_params),
 	KUNIT_CASE(limit_counts_without_mutating_args_test),
 	KUNIT_CASE_PARAM(limit_min_reached_test, limit_min_gen_params),
-	KUNIT_CASE(limit_min_shares_limit_test),
 	{}
 };
 
