@@ -4,6 +4,7 @@
 #   ci/gate.sh               all steps
 #   ci/gate.sh --no-kunit    series applies + per-patch build/warnings + checkpatch
 #   ci/gate.sh --only-kunit  series applies + KUnit at the series tip
+#   ci/gate.sh --no-vm       all steps but the VM selftests
 #
 # Steps:
 #  1. the series applies to the pinned base (ci/prepare-tree.sh, strict: a tree
@@ -13,7 +14,9 @@
 #     W=1 or sparse warning in fs/btrfs/ that the base does not have;
 #  3. scripts/checkpatch.pl --strict on every patch, and on the extra patch
 #     that adds kunit/*.c (see ci/export-series.sh --with-tests);
-#  4. ./run_kunit.sh at the series tip.
+#  4. ./run_kunit.sh at the series tip;
+#  5. ./run_selftests.sh at the series tip: the full kernel in QEMU on real
+#     multi-device btrfs (kselftests/, btrfs-progs suite).
 # Prints a summary table; exits non-zero on any failure.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
@@ -37,10 +40,12 @@ export LC_ALL=C
 usage() { sed -n '2,7s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 DO_PATCHES=1
 DO_KUNIT=1
+DO_VM=1
 case "${1:-}" in
 "") ;;
---no-kunit) DO_KUNIT=0 ;;
---only-kunit) DO_PATCHES=0 ;;
+--no-kunit) DO_KUNIT=0 DO_VM=0 ;;
+--only-kunit) DO_PATCHES=0 DO_VM=0 ;;
+--no-vm) DO_VM=0 ;;
 -h | --help) usage ;;
 *) usage 2 ;;
 esac
@@ -239,6 +244,15 @@ run_kunit() {
 	[ "$rc" = 0 ] || fail
 }
 
+run_selftests() {
+	local out rc=0
+	out=$(mktemp)
+	bash "$RESTRIPER_ROOT/run_selftests.sh" 2>&1 | tee "$out" || rc=$?
+	row "VM selftests at the series tip" "-" "-" "$(grep '^selftests: [0-9]' "$out" | tail -n1 || echo 'selftests: no result')"
+	rm -f "$out"
+	[ "$rc" = 0 ] || fail
+}
+
 gate() {
 	log "1. series applies to $LINUX_SOURCE_PACKAGE $LINUX_SOURCE_VERSION"
 	if ! bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" >/dev/null; then
@@ -255,6 +269,10 @@ gate() {
 	if [ "$DO_KUNIT" = 1 ]; then
 		log "4. KUnit at the series tip"
 		run_kunit
+	fi
+	if [ "$DO_VM" = 1 ]; then
+		log "5. VM selftests at the series tip"
+		run_selftests
 	fi
 	print_summary
 	[ "$FAILED" = 0 ]

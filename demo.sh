@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The restriper at work: boots the patched kernel in QEMU with 4 empty disks
+# and runs vm/demo-in-guest.sh there:
+#
+#   a 3-device btrfs (data single, metadata raid1) with ~200 MiB of files of
+#   known content; a 4th device is added and the data converted to raid1 with
+#   "btrfs balance start -dconvert=raid1", progress shown every second; the
+#   balance is paused half way and the filesystem unmounted; at the next mount
+#   the kernel resumes the balance by itself; when it is done every file's
+#   checksum is verified, scrub reads both copies, btrfs check runs, and a
+#   summary is printed.
+#
+#   ./demo.sh
+#
+# Builds what it needs first (tree, kernel: vm/build-kernel.sh), a few
+# minutes on a warm cache, longer on the first run.  The VM runs under TCG
+# when there is no usable KVM: expect ~5-10 minutes.  Logs:
+# $CACHE/vm-logs/demo-<time>/ (console.log, dmesg.log).  Exit status 0 when
+# the demo passed and the kernel log has no splat (WARNING:, BUG:, lockdep,
+# ...; see scan_dmesg in vm/common.sh).
+#
+# Options, mostly for trying the harness: --kernel BZIMAGE (boot this kernel
+# instead of building one), --timeout SECS (default 1200).
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/ci/lib.sh"
+# shellcheck source=vm/common.sh
+. "$RESTRIPER_ROOT/vm/common.sh"
+
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+
+KERNEL=''
+TIMEOUT=1200
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel) KERNEL=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	-h | --help) usage ;;
+	*) echo "unknown argument: $1" >&2; usage 2 ;;
+	esac
+done
+
+ensure_packages "${PACKAGES[@]}"
+dir=$(new_run_dir demo)
+log "run folder: $dir"
+if [ -n "$KERNEL" ]; then
+	cp "$KERNEL" "$dir/bzImage"
+else
+	build_vm_kernel "$dir/bzImage"
+fi
+bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/vm/demo-in-guest.sh"
+
+# 512M disks: the data chunks are then ~150 MiB (10% of the filesystem), so
+# the ~200 MiB of data sit in a few chunks and the progress has steps.
+rc=0
+bash "$RESTRIPER_ROOT/vm/run-vm.sh" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
+	--log "$dir" --disks 4 --disk-size 512M --timeout "$TIMEOUT" --check-images \
+	--append "restriper.run=/selftests/demo-in-guest.sh" || rc=$?
+
+dm=$(scan_dmesg "$dir/dmesg.log")
+if [ -n "$dm" ]; then
+	echo
+	echo "The kernel log has suspicious lines (exceptions: vm/dmesg-ignore.txt):"
+	head -n 40 <<<"$dm" | sed 's/^/  /'
+	[ "$rc" -ne 0 ] || rc=1
+fi
+
+echo
+if [ "$rc" -eq 0 ]; then
+	drop_run_artifacts "$dir"
+	echo "demo: PASS (logs: $dir)"
+else
+	echo "demo: FAIL, status $rc (logs, disk images, kernel and initramfs: $dir)"
+fi
+prune_old_runs
+exit "$rc"

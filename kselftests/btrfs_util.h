@@ -1,0 +1,760 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers for the btrfs balance selftests: the test environment, running
+ * commands, files of known content, the chunk tree as seen through
+ * BTRFS_IOC_TREE_SEARCH_V2 and a balance running in a thread.
+ *
+ * Functions return 0 or a negative errno; ioctl wrappers return what the
+ * ioctl returned, or -errno when it failed, so that the positive
+ * BTRFS_ERROR_* codes some ioctls return stay visible.
+ */
+#ifndef BTRFS_UTIL_H
+#define BTRFS_UTIL_H
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
+
+#define MAX_DEVS	8
+#define MAX_CHUNKS	128
+#define MAX_STRIPES	16
+#define SZ_1M		(1024ULL * 1024)
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
+#define PATH_SIZE	(PATH_MAX + 16)	/* the mount point and a file name */
+
+/* ---- Environment: BTRFS_TEST_DEVS and BTRFS_TEST_MNT ---- */
+
+struct test_env {
+	int ndevs;
+	char devs[MAX_DEVS][128];
+	char mnt[PATH_MAX];
+};
+
+static int env_load(struct test_env *env)
+{
+	const char *devs = getenv("BTRFS_TEST_DEVS");
+	const char *mnt = getenv("BTRFS_TEST_MNT");
+	char buf[4096];
+	char *tok, *save;
+
+	memset(env, 0, sizeof(*env));
+	snprintf(env->mnt, sizeof(env->mnt), "%s",
+		 mnt && *mnt ? mnt : "/mnt/test");
+	if (!devs)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", devs);
+	for (tok = strtok_r(buf, " \t\n", &save); tok && env->ndevs < MAX_DEVS;
+	     tok = strtok_r(NULL, " \t\n", &save))
+		snprintf(env->devs[env->ndevs++], sizeof(env->devs[0]), "%s", tok);
+	return env->ndevs;
+}
+
+/* ---- Commands ---- */
+
+static void dump_output(int fd, char *const argv[], int status)
+{
+	char buf[8192];
+	ssize_t len;
+	char *line, *save;
+	int i;
+
+	fprintf(stderr, "# command failed with status %d:", status);
+	for (i = 0; argv[i]; i++)
+		fprintf(stderr, " %s", argv[i]);
+	fprintf(stderr, "\n");
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return;
+	len = read(fd, buf, sizeof(buf) - 1);
+	if (len <= 0)
+		return;
+	buf[len] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
+		fprintf(stderr, "#   %s\n", line);
+}
+
+/*
+ * Run @argv (searched in PATH) with its output captured; return its exit
+ * status and print the output only when the status is not 0.
+ */
+static int run_cmd(char *const argv[])
+{
+	int out = memfd_create("cmd-output", 0);
+	int status, ret;
+	pid_t pid;
+
+	if (out < 0)
+		return -errno;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		close(out);
+		return ret;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+
+		if (null >= 0)
+			dup2(null, 0);
+		dup2(out, 1);
+		dup2(out, 2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		ret = -ECHILD;
+	else if (WIFEXITED(status))
+		ret = WEXITSTATUS(status);
+	else
+		ret = 128 + WTERMSIG(status);
+	if (ret)
+		dump_output(out, argv, ret);
+	close(out);
+	return ret;
+}
+
+static int make_fs(const struct test_env *env, int ndevs, const char *data,
+		   const char *meta)
+{
+	char *argv[9 + MAX_DEVS] = {
+		"mkfs.btrfs", "-f", "-q", "-K", "-d", (char *)data,
+		"-m", (char *)meta,
+	};
+	int i, n = 8;
+
+	for (i = 0; i < ndevs; i++)
+		argv[n++] = (char *)env->devs[i];
+	argv[n] = NULL;
+	return run_cmd(argv);
+}
+
+static int check_fs(const struct test_env *env, int ndevs)
+{
+	char *scan[3 + MAX_DEVS] = { "btrfs", "device", "scan" };
+	char *check[5] = { "btrfs", "check", "--readonly",
+			  (char *)env->devs[0], NULL };
+	int i;
+
+	for (i = 0; i < ndevs; i++)
+		scan[3 + i] = (char *)env->devs[i];
+	scan[3 + ndevs] = NULL;
+	/* Only progs' own scanning matters for the check; best effort. */
+	run_cmd(scan);
+	return run_cmd(check);
+}
+
+/* Mount the first @ndevs devices, naming each with device= (no scan needed). */
+static int mount_fs(const struct test_env *env, int ndevs, unsigned long flags,
+		    const char *opts)
+{
+	char data[2048];
+	size_t len = 0;
+	int i;
+
+	data[0] = '\0';
+	for (i = 0; i < ndevs && len < sizeof(data); i++)
+		len += snprintf(data + len, sizeof(data) - len, "%sdevice=%s",
+				i ? "," : "", env->devs[i]);
+	if (opts && *opts && len < sizeof(data))
+		snprintf(data + len, sizeof(data) - len, ",%s", opts);
+	if (mount(env->devs[0], env->mnt, "btrfs", flags, data))
+		return -errno;
+	return 0;
+}
+
+static int umount_fs(const char *mnt)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (!umount2(mnt, 0))
+			return 0;
+		if (errno != EBUSY)
+			return -errno;
+		usleep(100 * 1000);
+	}
+	return -EBUSY;
+}
+
+static int drop_page_cache(void)
+{
+	int fd, ret = 0;
+
+	sync();
+	fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "3\n", 2) != 2)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* ---- Files of known content: a 64-bit word per 8 bytes, from (file, offset) ---- */
+
+static __u64 pattern_word(int idx, __u64 off)
+{
+	__u64 x = ((__u64)idx << 48) ^ off ^ 0x9e3779b97f4a7c15ULL;
+
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+static void fill_pattern(__u64 *buf, size_t len, int idx, __u64 off)
+{
+	size_t i;
+
+	for (i = 0; i < len / 8; i++)
+		buf[i] = pattern_word(idx, off + i * 8);
+}
+
+static void pattern_path(char path[PATH_SIZE], const char *dir, int idx)
+{
+	snprintf(path, PATH_SIZE, "%s/f%02d", dir, idx);
+}
+
+static int write_pattern_file(const char *dir, int idx, __u64 size)
+{
+	char path[PATH_SIZE];
+	__u64 off;
+	__u64 *buf;
+	int fd, ret = 0;
+
+	pattern_path(path, dir, idx);
+	buf = malloc(SZ_1M);
+	if (!buf)
+		return -ENOMEM;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	for (off = 0; off < size && !ret; off += SZ_1M) {
+		size_t len = size - off < SZ_1M ? size - off : SZ_1M;
+
+		fill_pattern(buf, len, idx, off);
+		if (pwrite(fd, buf, len, off) != (ssize_t)len)
+			ret = errno ? -errno : -EIO;
+	}
+	close(fd);
+out:
+	free(buf);
+	return ret;
+}
+
+/* 0 if the file holds its pattern; -EILSEQ and *@bad at the first difference. */
+static int verify_pattern_file(const char *dir, int idx, __u64 size,
+			       __u64 *bad)
+{
+	char path[PATH_SIZE];
+	__u64 *buf, *want;
+	struct stat st;
+	__u64 off;
+	int fd, ret = 0;
+
+	*bad = 0;
+	pattern_path(path, dir, idx);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || (__u64)st.st_size != size) {
+		close(fd);
+		return -EFBIG;
+	}
+	buf = malloc(SZ_1M);
+	want = malloc(SZ_1M);
+	if (!buf || !want) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (off = 0; off < size && !ret; off += SZ_1M) {
+		size_t len = size - off < SZ_1M ? size - off : SZ_1M;
+		size_t i;
+
+		if (pread(fd, buf, len, off) != (ssize_t)len) {
+			ret = errno ? -errno : -EIO;
+			break;
+		}
+		fill_pattern(want, len, idx, off);
+		if (!memcmp(buf, want, len))
+			continue;
+		for (i = 0; i < len / 8 && buf[i] == want[i]; i++)
+			;
+		*bad = off + i * 8;
+		ret = -EILSEQ;
+	}
+out:
+	free(buf);
+	free(want);
+	close(fd);
+	return ret;
+}
+
+/* ---- ioctls ---- */
+
+static int xioctl(int fd, unsigned long req, void *arg)
+{
+	int ret = ioctl(fd, req, arg);
+
+	return ret < 0 ? -errno : ret;
+}
+
+static int balance_v2(int fd, struct btrfs_ioctl_balance_args *args)
+{
+	return xioctl(fd, BTRFS_IOC_BALANCE_V2, args);
+}
+
+static int balance_ctl(int fd, int cmd)
+{
+	int ret = ioctl(fd, BTRFS_IOC_BALANCE_CTL, cmd);
+
+	return ret < 0 ? -errno : ret;
+}
+
+static int balance_progress(int fd, struct btrfs_ioctl_balance_args *args)
+{
+	memset(args, 0, sizeof(*args));
+	return xioctl(fd, BTRFS_IOC_BALANCE_PROGRESS, args);
+}
+
+static int fs_num_devices(int fd)
+{
+	struct btrfs_ioctl_fs_info_args fi;
+	int ret;
+
+	memset(&fi, 0, sizeof(fi));
+	ret = xioctl(fd, BTRFS_IOC_FS_INFO, &fi);
+	return ret ? ret : (int)fi.num_devices;
+}
+
+/* ---- Tree search ---- */
+
+typedef int (*search_cb)(const struct btrfs_ioctl_search_header *sh,
+			 const void *item, void *ctx);
+
+/*
+ * Call @cb for every item in [min key, max key] of @sk (lexicographic, so
+ * items of other types in between are passed as well).  A callback result
+ * other than 0 stops the walk: > 0 means done, < 0 is an error.
+ */
+static int tree_search(int fd, const struct btrfs_ioctl_search_key *sk,
+		       search_cb cb, void *ctx)
+{
+	const size_t bufsize = 64 * 1024;
+	struct btrfs_ioctl_search_args_v2 *args;
+	struct btrfs_ioctl_search_key *key;
+	int ret = 0;
+
+	args = calloc(1, sizeof(*args) + bufsize);
+	if (!args)
+		return -ENOMEM;
+	key = &args->key;
+	*key = *sk;
+	key->min_transid = 0;
+	key->max_transid = (__u64)-1;
+	while (!ret) {
+		struct btrfs_ioctl_search_header sh;
+		const char *p = (const char *)args->buf;
+		__u32 i;
+
+		key->nr_items = 4096;
+		args->buf_size = bufsize;
+		if (ioctl(fd, BTRFS_IOC_TREE_SEARCH_V2, args)) {
+			ret = -errno;
+			break;
+		}
+		if (!key->nr_items)
+			break;
+		for (i = 0; i < key->nr_items && !ret; i++) {
+			memcpy(&sh, p, sizeof(sh));
+			ret = cb(&sh, p + sizeof(sh), ctx);
+			p += sizeof(sh) + sh.len;
+		}
+		/* Continue after the last key returned. */
+		key->min_objectid = sh.objectid;
+		key->min_type = sh.type;
+		key->min_offset = sh.offset + 1;
+		if (sh.offset == (__u64)-1) {
+			key->min_offset = 0;
+			key->min_type++;
+			if (sh.type == 255) {
+				key->min_type = 0;
+				if (++key->min_objectid == 0)
+					break;
+			}
+		}
+		if (key->min_objectid > key->max_objectid ||
+		    (key->min_objectid == key->max_objectid &&
+		     (key->min_type > key->max_type ||
+		      (key->min_type == key->max_type &&
+		       key->min_offset > key->max_offset))))
+			break;
+	}
+	free(args);
+	return ret > 0 ? 0 : ret;
+}
+
+static void search_key_exact(struct btrfs_ioctl_search_key *sk, __u64 tree,
+			     __u64 objectid, __u32 type,
+			     __u64 min_offset, __u64 max_offset)
+{
+	memset(sk, 0, sizeof(*sk));
+	sk->tree_id = tree;
+	sk->min_objectid = objectid;
+	sk->max_objectid = objectid;
+	sk->min_type = type;
+	sk->max_type = type;
+	sk->min_offset = min_offset;
+	sk->max_offset = max_offset;
+}
+
+/* ---- The chunk tree ---- */
+
+struct chunk_stripe {
+	__u64 devid;
+	__u64 offset;
+};
+
+struct chunk {
+	__u64 start;		/* logical */
+	__u64 length;
+	__u64 type;		/* BTRFS_BLOCK_GROUP_* bits, chunk format */
+	__u64 used;		/* from the block group item */
+	__u32 num_stripes;
+	__u32 sub_stripes;
+	struct chunk_stripe stripes[MAX_STRIPES];
+};
+
+/* Sorted by logical start, as the chunk tree is. */
+struct chunk_list {
+	int n;
+	struct chunk c[MAX_CHUNKS];
+};
+
+static int chunk_item_cb(const struct btrfs_ioctl_search_header *sh,
+			 const void *item, void *ctx)
+{
+	const size_t stripes_off = offsetof(struct btrfs_chunk, stripe);
+	struct chunk_list *list = ctx;
+	struct btrfs_chunk ci;
+	struct chunk *c;
+	__u32 i;
+
+	if (sh->objectid != BTRFS_FIRST_CHUNK_TREE_OBJECTID ||
+	    sh->type != BTRFS_CHUNK_ITEM_KEY)
+		return 0;
+	if (list->n >= MAX_CHUNKS || sh->len < sizeof(ci))
+		return -E2BIG;
+	memcpy(&ci, item, sizeof(ci));
+	c = &list->c[list->n++];
+	memset(c, 0, sizeof(*c));
+	c->start = sh->offset;
+	c->length = le64toh(ci.length);
+	c->type = le64toh(ci.type);
+	c->num_stripes = le16toh(ci.num_stripes);
+	c->sub_stripes = le16toh(ci.sub_stripes);
+	if (c->num_stripes == 0 || c->num_stripes > MAX_STRIPES ||
+	    sh->len < stripes_off + c->num_stripes * sizeof(struct btrfs_stripe))
+		return -EUCLEAN;
+	for (i = 0; i < c->num_stripes; i++) {
+		struct btrfs_stripe st;
+
+		memcpy(&st, (const char *)item + stripes_off + i * sizeof(st),
+		       sizeof(st));
+		c->stripes[i].devid = le64toh(st.devid);
+		c->stripes[i].offset = le64toh(st.offset);
+	}
+	return 0;
+}
+
+static int bg_item_cb(const struct btrfs_ioctl_search_header *sh,
+		      const void *item, void *ctx)
+{
+	struct btrfs_block_group_item bg;
+
+	if (sh->type != BTRFS_BLOCK_GROUP_ITEM_KEY || sh->len < sizeof(bg))
+		return 0;
+	memcpy(&bg, item, sizeof(bg));
+	*(__u64 *)ctx = le64toh(bg.used);
+	return 1;
+}
+
+/* Used bytes of a chunk's block group: extent tree, or block group tree. */
+static int chunk_used(int fd, struct chunk *c)
+{
+	static const __u64 trees[] = {
+		BTRFS_EXTENT_TREE_OBJECTID, BTRFS_BLOCK_GROUP_TREE_OBJECTID,
+	};
+	struct btrfs_ioctl_search_key sk;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(trees); i++) {
+		__u64 used = (__u64)-1;
+
+		search_key_exact(&sk, trees[i], c->start,
+				 BTRFS_BLOCK_GROUP_ITEM_KEY, c->length,
+				 c->length);
+		ret = tree_search(fd, &sk, bg_item_cb, &used);
+		if (ret && ret != -ENOENT)
+			return ret;
+		if (used != (__u64)-1) {
+			c->used = used;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Commit, then read every chunk item and its block group's usage. */
+static int read_chunks(int fd, struct chunk_list *list)
+{
+	struct btrfs_ioctl_search_key sk;
+	int i, ret;
+
+	list->n = 0;
+	if (syncfs(fd))
+		return -errno;
+	search_key_exact(&sk, BTRFS_CHUNK_TREE_OBJECTID,
+			 BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY,
+			 0, (__u64)-1);
+	ret = tree_search(fd, &sk, chunk_item_cb, list);
+	for (i = 0; i < list->n && !ret; i++)
+		ret = chunk_used(fd, &list->c[i]);
+	return ret;
+}
+
+static int find_chunk(const struct chunk_list *list, __u64 start)
+{
+	int i;
+
+	for (i = 0; i < list->n; i++)
+		if (list->c[i].start == start)
+			return i;
+	return -1;
+}
+
+/* Was before->c[i] relocated, i.e. is it no longer in @after? */
+static bool chunk_moved(const struct chunk_list *before, int i,
+			const struct chunk_list *after)
+{
+	const struct chunk *c = &before->c[i];
+	int j = find_chunk(after, c->start);
+
+	return j < 0 || after->c[j].length != c->length ||
+	       after->c[j].type != c->type;
+}
+
+static int count_items_cb(const struct btrfs_ioctl_search_header *sh,
+			  const void *item, void *ctx)
+{
+	(void)sh;
+	(void)item;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+/* 1 if the balance item (BALANCE_OBJECTID, TEMPORARY_ITEM_KEY, 0) exists. */
+static int balance_item_present(int fd)
+{
+	struct btrfs_ioctl_search_key sk;
+	int count = 0;
+	int ret;
+
+	search_key_exact(&sk, BTRFS_ROOT_TREE_OBJECTID, BTRFS_BALANCE_OBJECTID,
+			 BTRFS_TEMPORARY_ITEM_KEY, 0, 0);
+	ret = tree_search(fd, &sk, count_items_cb, &count);
+	return ret ? ret : count;
+}
+
+/* ---- Profiles ---- */
+
+/* The profile of a chunk type in extended format (SINGLE has its own bit). */
+static __u64 chunk_profile(__u64 type)
+{
+	__u64 p = type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+
+	return p ? p : BTRFS_AVAIL_ALLOC_BIT_SINGLE;
+}
+
+static const char *profile_name(__u64 profile)
+{
+	switch (profile) {
+	case BTRFS_AVAIL_ALLOC_BIT_SINGLE: return "single";
+	case BTRFS_BLOCK_GROUP_DUP: return "dup";
+	case BTRFS_BLOCK_GROUP_RAID0: return "raid0";
+	case BTRFS_BLOCK_GROUP_RAID1: return "raid1";
+	case BTRFS_BLOCK_GROUP_RAID1C3: return "raid1c3";
+	case BTRFS_BLOCK_GROUP_RAID1C4: return "raid1c4";
+	case BTRFS_BLOCK_GROUP_RAID10: return "raid10";
+	case BTRFS_BLOCK_GROUP_RAID5: return "raid5";
+	case BTRFS_BLOCK_GROUP_RAID6: return "raid6";
+	}
+	return "invalid";
+}
+
+static const char *type_name(__u64 type)
+{
+	if (type & BTRFS_BLOCK_GROUP_DATA)
+		return (type & BTRFS_BLOCK_GROUP_METADATA) ? "mixed" : "data";
+	if (type & BTRFS_BLOCK_GROUP_SYSTEM)
+		return "system";
+	return "metadata";
+}
+
+/* Profiles that survive the loss of a copy: converting away needs FORCE. */
+static bool profile_is_redundant(__u64 profile)
+{
+	return profile & (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 |
+			  BTRFS_BLOCK_GROUP_RAID1C3 | BTRFS_BLOCK_GROUP_RAID1C4 |
+			  BTRFS_BLOCK_GROUP_RAID10 | BTRFS_BLOCK_GROUP_RAID5 |
+			  BTRFS_BLOCK_GROUP_RAID6);
+}
+
+/* How many stripes hold distinct data, i.e. length / stripe length. */
+static __u32 data_stripes(const struct chunk *c)
+{
+	__u64 p = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+
+	if (p & BTRFS_BLOCK_GROUP_RAID0)
+		return c->num_stripes;
+	if (p & BTRFS_BLOCK_GROUP_RAID10)
+		return c->num_stripes / (c->sub_stripes ? c->sub_stripes : 2);
+	if (p & BTRFS_BLOCK_GROUP_RAID5)
+		return c->num_stripes - 1;
+	if (p & BTRFS_BLOCK_GROUP_RAID6)
+		return c->num_stripes - 2;
+	return 1;
+}
+
+static __u64 stripe_length(const struct chunk *c)
+{
+	return c->length / data_stripes(c);
+}
+
+/* ---- A balance in a thread ---- */
+
+struct balance_thread {
+	pthread_t tid;
+	bool started;		/* joinable */
+	int fd;
+	struct btrfs_ioctl_balance_args args;
+	int ret;		/* what BTRFS_IOC_BALANCE_V2 returned, or -errno */
+	bool done;
+};
+
+static void *balance_thread_fn(void *arg)
+{
+	struct balance_thread *bt = arg;
+
+	bt->ret = balance_v2(bt->fd, &bt->args);
+	__atomic_store_n(&bt->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int balance_thread_start(struct balance_thread *bt, int fd,
+				const struct btrfs_ioctl_balance_args *args)
+{
+	int ret;
+
+	memset(bt, 0, sizeof(*bt));
+	bt->fd = fd;
+	bt->args = *args;
+	ret = pthread_create(&bt->tid, NULL, balance_thread_fn, bt);
+	if (ret)
+		return -ret;
+	bt->started = true;
+	return 0;
+}
+
+static bool balance_thread_done(struct balance_thread *bt)
+{
+	return __atomic_load_n(&bt->done, __ATOMIC_ACQUIRE);
+}
+
+static int balance_thread_join(struct balance_thread *bt)
+{
+	if (bt->started) {
+		pthread_join(bt->tid, NULL);
+		bt->started = false;
+	}
+	return bt->ret;
+}
+
+static __u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ULL + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Poll BTRFS_IOC_BALANCE_PROGRESS until it shows RUNNING: 0.  -ESRCH when
+ * the balance ended first (the thread @bt returned, or, without a thread,
+ * progress says there is no balance), -ETIMEDOUT after @timeout_ms.
+ */
+static int wait_balance_running(int fd, struct balance_thread *bt,
+				unsigned int timeout_ms)
+{
+	__u64 end = now_ms() + timeout_ms;
+	struct btrfs_ioctl_balance_args p;
+	int ret;
+
+	while (now_ms() < end) {
+		ret = balance_progress(fd, &p);
+		if (!ret && (p.state & BTRFS_BALANCE_STATE_RUNNING))
+			return 0;
+		if (bt ? balance_thread_done(bt) : ret == -ENOTCONN)
+			return -ESRCH;
+		if (ret && ret != -ENOTCONN)
+			return ret;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Poll until progress says there is no balance (-ENOTCONN): 0, or -ETIMEDOUT. */
+static int wait_balance_gone(int fd, unsigned int timeout_ms)
+{
+	__u64 end = now_ms() + timeout_ms;
+	struct btrfs_ioctl_balance_args p;
+	int ret;
+
+	while (now_ms() < end) {
+		ret = balance_progress(fd, &p);
+		if (ret == -ENOTCONN)
+			return 0;
+		if (ret)
+			return ret;
+		usleep(10 * 1000);
+	}
+	return -ETIMEDOUT;
+}
+
+#endif /* BTRFS_UTIL_H */

@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Boot a kernel + initramfs (vm/make-initramfs.sh) in QEMU with N empty
+# virtio disks and collect what the guest reports.
+#
+#   vm/run-vm.sh --kernel BZIMAGE --initrd CPIO --log DIR [options]
+#
+#   --disks N          number of virtio disks (default 4): DIR/vda.img, ... are
+#                      made anew (sparse), the guest sees /dev/vda, ...
+#   --disk-size SIZE   size of each (truncate syntax, default 1G)
+#   --timeout SECS     kill QEMU after SECS seconds (default 900)
+#   --append ARGS      more kernel command line (repeatable), e.g.
+#                      "restriper.run=/selftests/demo-in-guest.sh"
+#   --mem SIZE         guest memory (default 2G)
+#   --accel auto|kvm|tcg  (default: $RESTRIPER_VM_ACCEL, else auto: KVM when
+#                      a probe VM with the same CPU model runs on it, else TCG)
+#   --check-images     afterwards, "btrfs check --readonly" every filesystem
+#                      found on the disk images (host side, userspace only)
+#
+# Writes DIR/console.log (the serial console, also shown on stdout),
+# DIR/dmesg.log (the kernel log the guest printed at the end; when the guest
+# did not get that far: the kernel lines of the console), DIR/vm-result.txt
+# (key=value: guest_status, timed_out, panic, images_checked, images_failed,
+# ...) and, with --check-images, DIR/check-<fsid>.log.
+#
+# Exit status: the guest's (its "=== GUEST EXIT n ===" line) when it finished,
+# else 124 when the timeout killed it, 125 after a kernel panic, 126 when QEMU
+# ended without an exit line; 123 when the guest passed but an image check
+# failed.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/../ci/lib.sh"
+
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+
+KERNEL='' INITRD='' LOG='' DISKS=4 DISK_SIZE=1G TIMEOUT=900 MEM=2G CHECK=0
+ACCEL_MODE=${RESTRIPER_VM_ACCEL:-auto}
+APPEND=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel) KERNEL=$2; shift 2 ;;
+	--initrd) INITRD=$2; shift 2 ;;
+	--log) LOG=$2; shift 2 ;;
+	--disks) DISKS=$2; shift 2 ;;
+	--disk-size) DISK_SIZE=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--append) APPEND+=("$2"); shift 2 ;;
+	--mem) MEM=$2; shift 2 ;;
+	--accel) ACCEL_MODE=$2; shift 2 ;;
+	--check-images) CHECK=1; shift ;;
+	-h | --help) usage ;;
+	*) echo "unknown argument: $1" >&2; usage 2 ;;
+	esac
+done
+if [ -z "$KERNEL" ] || [ -z "$INITRD" ] || [ -z "$LOG" ]; then usage 2; fi
+[ -f "$KERNEL" ] || die "no kernel $KERNEL"
+[ -f "$INITRD" ] || die "no initramfs $INITRD"
+[[ "$DISKS" =~ ^([0-9]|1[0-9]|2[0-6])$ ]] || die "--disks: 0 to 26, not $DISKS"
+[[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout: seconds, not $TIMEOUT"
+
+ensure_packages qemu-system-x86 coreutils
+[ "$CHECK" = 0 ] || ensure_packages btrfs-progs util-linux
+
+mkdir -p "$LOG"
+LOG=$(cd "$LOG" && pwd)
+case "$LOG" in *,*) die "the log folder must not contain a comma (QEMU -drive syntax): $LOG" ;; esac
+
+# --- disks ----------------------------------------------------------------
+IMAGES=()
+DRIVES=()
+letters=abcdefghijklmnopqrstuvwxyz
+for ((i = 0; i < DISKS; i++)); do
+	img=$LOG/vd${letters:i:1}.img
+	rm -f "$img"
+	truncate -s "$DISK_SIZE" "$img"
+	IMAGES+=("$img")
+	# cache=unsafe: the guest's flushes are not forwarded (fast); what it
+	# wrote is still in the image once QEMU has exited.
+	DRIVES+=(-drive "file=$img,if=virtio,format=raw,cache=unsafe")
+done
+
+# --- accelerator ----------------------------------------------------------
+CPU=max
+# kvm_works: can QEMU run guest code under KVM with this CPU model?  /dev/kvm
+# may exist and open, and still fail (nested virtualization: here QEMU aborts
+# setting up the vCPU's MSRs).  The probe is a 64 KiB "BIOS" whose reset
+# vector writes 0 to an isa-debug-exit port: QEMU then exits with status 1.
+kvm_works() {
+	local bios rc=0
+	[ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
+	bios=$(mktemp)
+	{
+		head -c 65520 /dev/zero
+		printf '\xb0\x00\xe6\xf4\xf4\xeb\xfd' # mov al,0; out 0xf4,al; hlt; jmp $-3
+		head -c 9 /dev/zero
+	} >"$bios"
+	# In a subshell with stderr discarded: a QEMU that aborts makes bash
+	# print "Aborted ..." otherwise.
+	(timeout 20 qemu-system-x86_64 -accel kvm -cpu "$CPU" -machine pc -m 16 \
+		-nodefaults -display none -bios "$bios" \
+		-device isa-debug-exit,iobase=0xf4,iosize=0x04 </dev/null >/dev/null) 2>/dev/null || rc=$?
+	rm -f "$bios"
+	[ "$rc" -eq 1 ]
+}
+
+case "$ACCEL_MODE" in
+auto) if kvm_works; then ACCEL=kvm; else ACCEL=tcg; fi ;;
+kvm | tcg) ACCEL=$ACCEL_MODE ;;
+*) die "--accel: auto, kvm or tcg, not $ACCEL_MODE" ;;
+esac
+
+CMDLINE="console=ttyS0 panic=-1 oops=panic ${APPEND[*]}"
+QEMU=(qemu-system-x86_64 -m "$MEM" -smp 2 -cpu "$CPU" -accel "$ACCEL"
+	-nographic -no-reboot -vga none -nic none
+	-kernel "$KERNEL" -initrd "$INITRD" -append "$CMDLINE"
+	"${DRIVES[@]}")
+printf '%q ' "${QEMU[@]}" >"$LOG/qemu-cmdline.txt"
+echo >>"$LOG/qemu-cmdline.txt"
+log "booting $(basename "$KERNEL") with $DISKS x $DISK_SIZE disks, timeout ${TIMEOUT}s, accel $ACCEL"
+log "command line: $CMDLINE"
+
+# --- run --------------------------------------------------------------------
+# stdin from /dev/null: QEMU leaves the terminal alone and Ctrl-C stops it.
+# The console's CR LF line ends become LF.
+start=$(date +%s)
+set +e
+timeout --kill-after=10 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 |
+	sed -u 's/\r$//' | tee "$LOG/console.log"
+status=("${PIPESTATUS[@]}")
+set -e
+qemu_rc=${status[0]}
+elapsed=$(($(date +%s) - start))
+
+# --- what happened --------------------------------------------------------
+timed_out=0
+case "$qemu_rc" in 124 | 137) timed_out=1 ;; esac
+exit_line=$(grep -a -o '=== GUEST EXIT [0-9]* ===' "$LOG/console.log" | tail -n1 || true)
+guest_rc=
+[ -z "$exit_line" ] || guest_rc=$(grep -o '[0-9][0-9]*' <<<"$exit_line")
+panic=$(grep -a -m1 'Kernel panic - not syncing' "$LOG/console.log" || true)
+
+# dmesg.log: the guest's dump, or else the kernel lines of the console.
+if grep -aq '=== DMESG END ===' "$LOG/console.log"; then
+	awk '/=== DMESG END ===/ { on = 0 } on { print } /=== DMESG BEGIN ===/ { on = 1 }' \
+		"$LOG/console.log" >"$LOG/dmesg.log"
+else
+	grep -a '^\[ *[0-9]*\.[0-9]*\]' "$LOG/console.log" >"$LOG/dmesg.log" || true
+	log "no complete kernel log from the guest: dmesg.log holds the kernel lines of the console"
+fi
+
+rc=0
+if [ -n "$panic" ]; then
+	log "KERNEL PANIC after ${elapsed}s: ${panic#*\] }"
+	rc=125
+elif [ -n "$guest_rc" ]; then
+	rc=$guest_rc
+	[ "$timed_out" = 0 ] || log "WARNING: the guest finished but did not power off (killed after ${TIMEOUT}s)"
+elif [ "$timed_out" = 1 ]; then
+	log "TIMEOUT: guest killed after $TIMEOUT s"
+	rc=124
+else
+	log "QEMU exited (status $qemu_rc) without a '=== GUEST EXIT n ===' line"
+	rc=126
+fi
+
+# --- host-side check of the images ----------------------------------------
+# btrfs check reads image files like devices, without the kernel.  For a
+# filesystem on several images it must find the other members: it looks them
+# up in libblkid's cache, which normally holds block devices only.  A private
+# cache (BLKID_FILE) that lists the images makes them findable: no loop
+# device, no kernel module, nothing registered with the host's kernel.
+# (Without it, btrfs-progs 6.2 checks a raid1 member alone, "device 2 is
+# missing", and may even pass.)
+#
+# A filesystem is checked only when all its devices are among the images: a
+# later mkfs on some of the disks leaves the superblocks of an older
+# filesystem on the others, and that one is no longer whole.  Such leftovers
+# are listed and skipped.
+CHECKED=0 CHECK_FAILS=0
+check_images() {
+	local img type fsid tab fails=0 n=0 want have
+	local -A first=() count=() total=()
+	local -a members=()
+	for img in "${IMAGES[@]}"; do
+		type=$(blkid -p -o value -s TYPE "$img" 2>/dev/null || true)
+		[ "$type" = btrfs ] || continue
+		fsid=$(blkid -p -o value -s UUID "$img")
+		members+=("$img")
+		[ -n "${first[$fsid]:-}" ] || first[$fsid]=$img
+		count[$fsid]=$((${count[$fsid]:-0} + 1))
+		total[$fsid]=$(btrfs inspect-internal dump-super "$img" | awk '$1 == "num_devices" { print $2 }')
+	done
+	if [ ${#members[@]} -eq 0 ]; then
+		log "check-images: no btrfs on the images"
+		return 0
+	fi
+	tab=$LOG/blkid.tab
+	rm -f "$tab" "$tab.old"
+	BLKID_FILE=$tab blkid -c "$tab" "${members[@]}" >/dev/null || true
+	for fsid in "${!first[@]}"; do
+		want=${total[$fsid]:-?} have=${count[$fsid]}
+		if [ "$want" != "$have" ]; then
+			log "check-images: btrfs $fsid: $have of $want devices on the images (left over from an earlier mkfs?): not checked"
+			continue
+		fi
+		n=$((n + 1))
+		if BLKID_FILE=$tab btrfs check --readonly "${first[$fsid]}" >"$LOG/check-$fsid.log" 2>&1; then
+			log "check-images: btrfs $fsid ($have device(s), $(basename "${first[$fsid]}")...): OK"
+		else
+			log "check-images: btrfs $fsid: btrfs check FAILED (log: $LOG/check-$fsid.log):"
+			tail -n 20 "$LOG/check-$fsid.log" | sed 's/^/    /' >&2
+			fails=$((fails + 1))
+		fi
+	done
+	rm -f "$tab.old"
+	CHECKED=$n CHECK_FAILS=$fails
+	log "check-images: $n filesystem(s) checked, $fails failed"
+	[ "$fails" -eq 0 ]
+}
+
+if [ "$CHECK" = 1 ]; then
+	if ! check_images && [ "$rc" -eq 0 ]; then
+		rc=123
+	fi
+fi
+
+cat >"$LOG/vm-result.txt" <<EOF
+exit_status=$rc
+guest_status=${guest_rc:-none}
+qemu_status=$qemu_rc
+timed_out=$timed_out
+panic=$([ -n "$panic" ] && echo 1 || echo 0)
+images_checked=$CHECKED
+images_failed=$CHECK_FAILS
+seconds=$elapsed
+accel=$ACCEL
+EOF
+log "guest status ${guest_rc:-none}, ${elapsed}s; logs in $LOG; exit $rc"
+exit "$rc"
