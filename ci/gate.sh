@@ -235,20 +235,13 @@ check_patches() {
 	fi
 }
 
-run_kunit() {
+# run_stage LABEL SCRIPT: run a test script of the repo at the series tip; its
+# closing "<word>: N passed, M failed..." line goes into the summary.
+run_stage() {
 	local out rc=0
 	out=$(mktemp)
-	bash "$RESTRIPER_ROOT/run_kunit.sh" 2>&1 | tee "$out" || rc=$?
-	row "KUnit at the series tip" "-" "-" "$(grep '^kunit: [0-9]' "$out" | tail -n1 || echo 'kunit: no result')"
-	rm -f "$out"
-	[ "$rc" = 0 ] || fail
-}
-
-run_selftests() {
-	local out rc=0
-	out=$(mktemp)
-	bash "$RESTRIPER_ROOT/run_selftests.sh" 2>&1 | tee "$out" || rc=$?
-	row "VM selftests at the series tip" "-" "-" "$(grep '^selftests: [0-9]' "$out" | tail -n1 || echo 'selftests: no result')"
+	bash "$RESTRIPER_ROOT/$2" 2>&1 | tee "$out" || rc=$?
+	row "$1" "-" "-" "$(grep -E '^[a-z]+: [0-9]+ passed' "$out" | tail -n1 || echo 'no result')"
 	rm -f "$out"
 	[ "$rc" = 0 ] || fail
 }
@@ -268,11 +261,11 @@ gate() {
 	fi
 	if [ "$DO_KUNIT" = 1 ]; then
 		log "4. KUnit at the series tip"
-		run_kunit
+		run_stage "KUnit at the series tip" run_kunit.sh
 	fi
 	if [ "$DO_VM" = 1 ]; then
 		log "5. VM selftests at the series tip"
-		run_selftests
+		run_stage "VM selftests at the series tip" run_selftests.sh
 	fi
 	print_summary
 	[ "$FAILED" = 0 ]
