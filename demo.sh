@@ -10,14 +10,22 @@
 #   checksum is verified, scrub reads both copies, btrfs check runs, and a
 #   summary is printed.
 #
-#   ./demo.sh
+#   ./demo.sh [-v]
 #
-# Builds what it needs first (tree, kernel: vm/build-kernel.sh), a few
-# minutes on a warm cache, longer on the first run.  The VM runs under TCG
-# when there is no usable KVM: expect ~5-10 minutes.  Logs:
-# $CACHE/vm-logs/demo-<time>/ (console.log, dmesg.log).  Exit status 0 when
-# the demo passed and the kernel log has no splat (WARNING:, BUG:, lockdep,
-# ...; see scan_dmesg in vm/common.sh).
+# Builds what it needs first (packages, tree, kernel: vm/build-kernel.sh), a
+# few minutes on a warm cache, longer on the first run.  The VM runs under
+# TCG when there is no usable KVM: expect ~5-10 minutes.
+#
+# Quiet by default: one line per step with its time (installing packages,
+# preparing the kernel tree, building the VM kernel, making the initramfs,
+# running the VM), then what the demo prints in the guest (its progress and
+# summary; the kernel's own messages stay in console.log and dmesg.log).
+# With -v everything is on screen: the builds and the whole console.  Logs:
+# $CACHE/vm-logs/demo-<time>/ (steps.log: the output of the steps;
+# console.log, dmesg.log); apt's in $CACHE/logs/apt.log.  A failed step
+# shows the end of its log.  Exit status 0 when the demo passed and the
+# kernel log has no splat (WARNING:, BUG:, lockdep, ...; see scan_dmesg in
+# vm/common.sh).
 #
 # Options, mostly for trying the harness: --kernel BZIMAGE (boot this kernel
 # instead of building one), --timeout SECS (default 1200).
@@ -33,31 +41,42 @@ KERNEL=''
 TIMEOUT=1200
 while [ $# -gt 0 ]; do
 	case "$1" in
+	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
 	--kernel) KERNEL=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	-h | --help) usage ;;
 	*) echo "unknown argument: $1" >&2; usage 2 ;;
 	esac
 done
+[ -z "$KERNEL" ] || [ -f "$KERNEL" ] || die "--kernel $KERNEL: no such file"
 
 ensure_packages "${PACKAGES[@]}"
 dir=$(new_run_dir demo)
-log "run folder: $dir"
+steps_log=$dir/steps.log
+log "run folder: $dir (output of the steps: steps.log)"
 if [ -n "$KERNEL" ]; then
 	cp "$KERNEL" "$dir/bzImage"
 else
-	build_vm_kernel "$dir/bzImage"
+	build_vm_kernel "$dir/bzImage" "$steps_log"
 fi
-bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/vm/demo-in-guest.sh"
+step "making the initramfs" "$steps_log" \
+	bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/vm/demo-in-guest.sh" ||
+	die "no initramfs (log: $steps_log)"
 
 # 512M disks: the data chunks are then ~150 MiB (10% of the filesystem), so
 # the ~200 MiB of data sit in a few chunks and the progress has steps.
+exec 3>&1 # the screen, for the guest's output (see run_vm)
+[ "$VERBOSE" = 1 ] ||
+	log "running the VM: the demo's output follows (the kernel's: $dir/console.log)"
 rc=0
-bash "$RESTRIPER_ROOT/vm/run-vm.sh" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
-	--log "$dir" --disks 4 --disk-size 512M --timeout "$TIMEOUT" --check-images \
+vm_step "running the VM" "$dir" "$steps_log" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
+	--disks 4 --disk-size 512M --timeout "$TIMEOUT" --check-images \
 	--append "restriper.run=/selftests/demo-in-guest.sh" || rc=$?
-
-dm=$(scan_dmesg "$dir/dmesg.log")
+# The guest's own status (the demo's checks), when the VM step itself passed.
+[ "$rc" -ne 0 ] || rc=$(sed -n 's/^exit_status=//p' "$dir/vm-result.txt")
+[ -n "$rc" ] || rc=1
+dm=''
+[ ! -f "$dir/dmesg.log" ] || dm=$(scan_dmesg "$dir/dmesg.log")
 if [ -n "$dm" ]; then
 	echo
 	echo "The kernel log has suspicious lines (exceptions: vm/dmesg-ignore.txt):"

@@ -2,15 +2,21 @@
 # The second stage: the kselftests of kselftests/ inside a VM (QEMU) running
 # the patched kernel, with 4 empty virtio disks.
 #
-#   ./run_selftests.sh [--timeout SECS] [--append ARGS]...
+#   ./run_selftests.sh [-v] [--timeout SECS] [--append ARGS]...
 #
 # Steps: prepare the tree and build the kernel (vm/build-kernel.sh), build the
 # kselftests (make -C kselftests, into $CACHE/build/kselftests), make the
 # initramfs (vm/make-initramfs.sh), boot it (vm/run-vm.sh, 4 x 1G disks,
 # timeout 900 s or $RESTRIPER_VM_TIMEOUT; the images are btrfs-checked on the
 # host afterwards), then judge.  Logs: $CACHE/vm-logs/selftests-<time>/
-# (console.log, dmesg.log, tap/<test>.tap, summary.txt; after a failure also
-# the disk images, kernel and initramfs of the run).
+# (steps.log: the output of the steps; console.log, dmesg.log,
+# tap/<test>.tap, summary.txt; after a failure also the disk images, kernel
+# and initramfs of the run).
+#
+# Quiet by default: one line per step with its time, then the summary (a
+# line per test program, the "not ok" lines, what failed the run); a failed
+# step shows the end of its log.  -v shows everything: the builds and the
+# whole console (the TAP stream, the kernel's messages).
 #
 # The run fails when: the guest's exit status is not 0 (a test program
 # failed), a TAP line says "not ok", a test's results do not match its plan
@@ -40,6 +46,7 @@ PAYLOAD=()
 APPEND=()
 while [ $# -gt 0 ]; do
 	case "$1" in
+	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--append) APPEND+=(--append "$2"); shift 2 ;;
 	--kernel) KERNEL=$2; shift 2 ;;
@@ -47,6 +54,11 @@ while [ $# -gt 0 ]; do
 	-h | --help) usage ;;
 	*) echo "unknown argument: $1" >&2; usage 2 ;;
 	esac
+done
+
+[ -z "$KERNEL" ] || [ -f "$KERNEL" ] || die "--kernel $KERNEL: no such file"
+for p in "${PAYLOAD[@]}"; do
+	[ -e "$p" ] || die "--payload $p: no such file or folder"
 done
 
 KSFT_SRC=$RESTRIPER_ROOT/kselftests
@@ -61,42 +73,47 @@ build_kselftests() {
 	[ -f "$KSFT_SRC/Makefile" ] || die "kselftests/Makefile is missing: cannot build the kselftests"
 	mkdir -p "$KSFT_OUT"
 	log "building the kselftests into $KSFT_OUT"
-	make -C "$KSFT_SRC" KSFT_DIR="$TREE/tools/testing/selftests" OUTPUT="$KSFT_OUT" >&2 ||
-		die "the kselftests do not build (output above)"
+	make -C "$KSFT_SRC" KSFT_DIR="$TREE/tools/testing/selftests" OUTPUT="$KSFT_OUT"
 }
 
 # stage_kselftests DIR: what goes to /selftests: the build output (the
 # compiled tests) plus the scripts and files of kselftests/ that a kselftest
 # install would add (TEST_PROGS *.sh, "settings"), scripts made executable.
+# A step's command (no errexit): checks its commands itself.
 stage_kselftests() {
 	local f
-	rm -rf "$1"
-	mkdir -p "$1"
-	cp -a "$KSFT_OUT/." "$1/"
+	rm -rf "$1" && mkdir -p "$1" && cp -a "$KSFT_OUT/." "$1/" || return
 	for f in "$KSFT_SRC"/*.sh "$KSFT_SRC/settings"; do
 		[ -f "$f" ] || continue
-		cp "$f" "$1/"
-		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" ;; esac
+		cp "$f" "$1/" || return
+		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" || return ;; esac
 	done
-	find "$1" -name '*.o' -delete
+	find "$1" -name '*.o' -delete || return
 	log "kselftests: $(cd "$1" && find . -maxdepth 1 -type f -perm -u+x -printf '%P\n' | sort | tr '\n' ' ')"
 }
 
-build_all() { # RUN_DIR
+# The kselftests step, in a subshell: a die() in it ends the step.
+build_and_stage_kselftests() ( # DIR
+	build_kselftests && stage_kselftests "$1"
+)
+
+build_all() { # RUN_DIR STEPS_LOG
 	if [ -n "$KERNEL" ]; then
 		cp "$KERNEL" "$1/bzImage"
 	else
-		build_vm_kernel "$1/bzImage"
+		build_vm_kernel "$1/bzImage" "$2"
 	fi
 	if [ ${#PAYLOAD[@]} -eq 0 ]; then
 		# The kselftests use the tree's headers (build-kernel.sh has
 		# prepared it already, unless --kernel: then this does).
-		[ -z "$KERNEL" ] || bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" --allow-work >/dev/null
-		build_kselftests
-		stage_kselftests "$1/payload"
+		[ -z "$KERNEL" ] || prepare_tree_step "$2" || die "the kernel tree is not ready (log: $2)"
+		step "building the kselftests" "$2" build_and_stage_kselftests "$1/payload" ||
+			die "the kselftests do not build (log: $2)"
 		PAYLOAD=("$1/payload")
 	fi
-	bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$1/initramfs.cpio.gz" "${PAYLOAD[@]}"
+	step "making the initramfs" "$2" \
+		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$1/initramfs.cpio.gz" "${PAYLOAD[@]}" ||
+		die "no initramfs (log: $2)"
 }
 
 # --- judging ----------------------------------------------------------------
@@ -228,18 +245,24 @@ judge() { # RUN_DIR VM_STATUS
 # --- main -------------------------------------------------------------------
 
 main() {
-	local dir vm_rc=0 ok=0
+	local dir steps_log vm_rc=0 ok=0
 	ensure_packages "${PACKAGES[@]}"
 	dir=$(new_run_dir selftests)
-	log "run folder: $dir"
+	steps_log=$dir/steps.log
+	log "run folder: $dir (output of the steps: steps.log)"
 	if [ -n "$KERNEL" ] && [ ${#PAYLOAD[@]} -gt 0 ]; then
-		build_all "$dir"
+		build_all "$dir" "$steps_log"
 	else
-		with_build_lock build_all "$dir"
+		with_build_lock build_all "$dir" "$steps_log"
 	fi
-	# The VM runs without the lock: it uses the copies in $dir.
-	bash "$RESTRIPER_ROOT/vm/run-vm.sh" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
-		--log "$dir" --disks 4 --disk-size 1G --timeout "$TIMEOUT" --check-images \
+	# The VM runs without the lock: it uses the copies in $dir.  Quiet, the
+	# console is not shown (the TAP stream is in tap/, the rest in
+	# console.log): the summary below says what happened.
+	exec 3>&1 # the screen, for the console with -v (see run_vm)
+	local VM_SHOW=''
+	[ "$VERBOSE" = 1 ] || VM_SHOW=none
+	vm_step "running the VM" "$dir" "$steps_log" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
+		--disks 4 --disk-size 1G --timeout "$TIMEOUT" --check-images \
 		--append "restriper.run=/selftests/run-in-guest.sh" "${APPEND[@]}" || vm_rc=$?
 	echo
 	echo "==================== selftests summary ===================="

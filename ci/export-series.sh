@@ -1,26 +1,19 @@
 #!/usr/bin/env bash
-# Export the tree's commits base..HEAD to kernel-patches/ (+ series file).
+# Export the tree's commits base..HEAD to kernel-patches/ (+ series file),
+# and copy the KUnit sources of the tip (fs/btrfs/tests/*-test.c) to kunit/.
 #
-#   ci/export-series.sh                   rewrite kernel-patches/
-#   ci/export-series.sh --with-tests DIR  also write a mail-ready copy to DIR:
-#                                         the series + one patch adding kunit/*.c
-#                                         as fs/btrfs/tests/<name>
+#   ci/export-series.sh
 #
-# The patches are the source of truth; the tree in $CACHE is only a work area.
+# The patches are the source of truth; the tree in $CACHE is only a work
+# area, and kunit/ a copy for readers (the gate checks that it matches).
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,9s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
-
-TESTS_DIR=
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--with-tests) [ $# -ge 2 ] || usage 2; TESTS_DIR=$2; shift 2 ;;
-	-h | --help) usage ;;
-	*) usage 2 ;;
-	esac
-done
+case "${1:-}" in
+"") ;;
+*) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 2 ;;
+esac
 
 if ! git_tree rev-parse -q --verify "$BASE_TAG^{commit}" >/dev/null 2>&1; then
 	die "no prepared tree at $TREE: run ci/prepare-tree.sh first"
@@ -51,14 +44,11 @@ load_series
 # not re-apply it.
 record_set "$(series_hash)" "$(git_tree rev-parse HEAD)"
 log "exported ${#PATCHES[@]} patch(es) to kernel-patches/"
-cat "$SERIES"
 
-[ -n "$TESTS_DIR" ] || exit 0
-
-# --- mail-ready copy with the KUnit sources as one more patch ----------------
-commit=$(tests_commit)
-mkdir -p "$TESTS_DIR"
-rm -f "$TESTS_DIR"/*.patch
-git_tree format-patch -q "${FORMAT_OPTS[@]}" -o "$(cd "$TESTS_DIR" && pwd)" "$BASE_TAG..$commit"
-log "mail-ready series with tests in $TESTS_DIR:"
-ls "$TESTS_DIR"/*.patch
+# --- the KUnit sources, for readers -----------------------------------------
+mkdir -p "$RESTRIPER_ROOT/kunit"
+rm -f "$RESTRIPER_ROOT"/kunit/*.c
+for f in $(series_kunit_sources HEAD); do
+	git_tree show "HEAD:$f" >"$RESTRIPER_ROOT/kunit/$(basename "$f")"
+done
+log "copied the KUnit sources of the tip to kunit/: $(cd "$RESTRIPER_ROOT/kunit" && ls ./*.c 2>/dev/null | tr '\n' ' ')"

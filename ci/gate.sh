@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # The CI gate for kernel-patches/series.
 #
-#   ci/gate.sh               all steps
-#   ci/gate.sh --no-kunit    series applies + per-patch build/warnings + checkpatch
-#   ci/gate.sh --only-kunit  series applies + KUnit at the series tip
-#   ci/gate.sh --no-vm       all steps but the VM selftests
+#   ci/gate.sh [-v] [--no-vm | --no-kunit | --only-kunit]
+#
+#   -v            everything on screen (builds, KUnit, the VM), not only the
+#                 steps; the logs are kept either way ($CACHE/gate-logs/)
+#   --no-vm       all steps but the VM selftests
+#   --no-kunit    no KUnit and no VM: series, per-patch build and checkpatch
+#   --only-kunit  the series applies, then KUnit at the tip only
 #
 # Steps:
-#  1. the series applies to the pinned base (ci/prepare-tree.sh, strict: a tree
-#     with work that is not exported makes the gate fail, see RESTRIPER_FORCE);
-#  2. each patch in turn (HEAD detached at it): "make W=1 C=1 fs/btrfs/" in
-#     $CACHE/build/gate (x86_64_defconfig + kunit.config) must build, with no
-#     W=1 or sparse warning in fs/btrfs/ that the base does not have;
-#  3. scripts/checkpatch.pl --strict on every patch, and on the extra patch
-#     that adds kunit/*.c (see ci/export-series.sh --with-tests);
-#  4. ./run_kunit.sh at the series tip;
-#  5. ./run_selftests.sh at the series tip: the full kernel in QEMU on real
+#  1. the series applies to the pinned base (ci/prepare-tree.sh; a tree with
+#     work that is not exported makes the gate fail, see RESTRIPER_FORCE);
+#     kunit/ is a faithful copy of the KUnit sources at the tip;
+#  2. for each patch in turn (HEAD detached at it):
+#     a. "make W=1 C=1 fs/btrfs/" with btrfs, KUnit and the balance KUnit
+#        test option as modules (x86_64_defconfig base, $CACHE/build/gate)
+#        must build with no W=1 or sparse warning in fs/btrfs/ that the base
+#        does not have;
+#     b. scripts/checkpatch.pl --strict is clean, findings on moved lines
+#        aside (ci/checkpatch-filter.py);
+#     c. KUnit: the KUnit kernel (kunit.config, everything =y) builds, and
+#        once the series has its KUnit option, every case passes
+#        (tools/testing/kunit/kunit.py run, $CACHE/build/kunit);
+#  3. ./run_selftests.sh at the tip: the full kernel in QEMU on real
 #     multi-device btrfs (kselftests/, btrfs-progs suite).
-# Prints a summary table; exits non-zero on any failure.
+# Prints a summary table; exits non-zero on any failure.  The summary ends
+# with "kunit: X passed, Y failed" (the tip) and "selftests: N passed, M
+# failed, K skipped".
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -26,75 +36,78 @@ GATE_BUILD=$BUILD_ROOT/gate
 LOG_DIR=$CACHE/gate-logs
 JOBS=$(nproc)
 # Bump when the way warnings are collected changes: old baselines are unusable.
-BASELINE_FORMAT=1
+BASELINE_FORMAT=2
 # checkpatch message types that cannot be right here:
 #  FILE_PATH_CHANGES  "does MAINTAINERS need updating?" on any new file; the
 #                     btrfs entry covers fs/btrfs/ already.
 #  UNKNOWN_COMMIT_ID  the tree has no upstream history, so any "Fixes:" or
 #                     "commit <sha> (...)" reference would be "unknown".
 CHECKPATCH_IGNORE=FILE_PATH_CHANGES,UNKNOWN_COMMIT_ID
+# The series' KUnit option, and the fs/btrfs build's config on top of
+# x86_64_defconfig: everything of interest as modules.
+KUNIT_OPTION=CONFIG_BTRFS_BALANCE_KUNIT_TEST
+MODULE_CONFIG="CONFIG_BLOCK=y CONFIG_KUNIT=m CONFIG_BTRFS_FS=m $KUNIT_OPTION=m CONFIG_BTRFS_DEBUG=y CONFIG_BTRFS_ASSERT=y"
 
 # Same compiler messages (ASCII quotes) in the baseline and in every run.
 export LC_ALL=C
 
-usage() { sed -n '2,7s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+usage() { sed -n '2,11s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 DO_PATCHES=1
 DO_KUNIT=1
 DO_VM=1
-case "${1:-}" in
-"") ;;
---no-kunit) DO_KUNIT=0 DO_VM=0 ;;
---only-kunit) DO_PATCHES=0 DO_VM=0 ;;
---no-vm) DO_VM=0 ;;
--h | --help) usage ;;
-*) usage 2 ;;
-esac
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1 ;;
+	--no-kunit) DO_KUNIT=0 DO_VM=0 ;;
+	--only-kunit) DO_PATCHES=0 DO_VM=0 ;;
+	--no-vm) DO_VM=0 ;;
+	-h | --help) usage ;;
+	*) usage 2 ;;
+	esac
+	shift
+done
 
 # Summary table rows, filled as the steps run.
 ROWS=()
 FAILED=0
-row() { ROWS+=("$(printf '%-52s %-7s %-14s %s' "$@")"); }
+KUNIT_LINE="kunit: 0 passed, 0 failed (not run)"
+SELFTESTS_LINE=
+row() { ROWS+=("$(printf '%-50.50s %-6s %-5s %-14s %s' "$@")"); }
 fail() { FAILED=1; }
 
 print_summary() {
 	echo
 	echo "==================== gate summary ===================="
-	printf '%-52s %-7s %-14s %s\n' "step / patch" "build" "new warnings" "checkpatch / result"
+	printf '%-50s %-6s %-5s %-14s %s\n' "step / patch" "build" "warn" "checkpatch" "KUnit / result"
 	printf '%s\n' "${ROWS[@]}"
 	if [ "$FAILED" = 0 ]; then echo "GATE: PASS"; else echo "GATE: FAIL"; fi
+	echo "$KUNIT_LINE"
+	[ -z "$SELFTESTS_LINE" ] || echo "$SELFTESTS_LINE"
 }
 
 gate_make() { make -C "$TREE" O="$GATE_BUILD" -j"$JOBS" "$@"; }
 
-# x86_64_defconfig once, then kunit.config merged in at every commit: a patch
-# may add a Kconfig symbol (e.g. the KUnit test's).  .config is only replaced
-# when the result differs, so that the build stays incremental.
-#
-# The KUnit sources in kunit/ follow the tip of the series, not each patch,
-# so the *_KUNIT_TEST options are turned off except at the tip (WITH_TESTS=1).
-configure_gate_build() { # WITH_TESTS
+# x86_64_defconfig once, then MODULE_CONFIG merged in at every commit (a
+# patch may add a Kconfig symbol, the test option's).  .config is only
+# replaced when the result differs, so that the build stays incremental.
+configure_gate_build() {
 	mkdir -p "$GATE_BUILD"
 	if [ ! -f "$GATE_BUILD/.config" ]; then
 		gate_make -s x86_64_defconfig
 	fi
 	cp "$GATE_BUILD/.config" "$GATE_BUILD/.config.gate"
-	if [ "$1" = 1 ]; then
-		cat "$RESTRIPER_ROOT/kunit.config"
-	else
-		sed -E 's/^(CONFIG_[A-Z0-9_]*_KUNIT_TEST)=.*/# \1 is not set/' \
-			"$RESTRIPER_ROOT/kunit.config"
-	fi >>"$GATE_BUILD/.config.gate"
-	gate_make -s KCONFIG_CONFIG=.config.gate olddefconfig >/dev/null
+	printf '%s\n' $MODULE_CONFIG >>"$GATE_BUILD/.config.gate"
+	gate_make -s KCONFIG_CONFIG=.config.gate olddefconfig >/dev/null 2>&1
 	if ! cmp -s "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config"; then
 		mv "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config"
 	fi
 	rm -f "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config.gate.old"
 }
 
-# build_btrfs LOG WITH_TESTS: incremental "make W=1 C=1 fs/btrfs/" (sparse
-# runs on each recompiled file).  Returns make's status.
+# build_btrfs LOG: incremental "make W=1 C=1 fs/btrfs/" (sparse runs on each
+# recompiled file).  Returns make's status.
 build_btrfs() {
-	configure_gate_build "$2" >"$1" 2>&1 &&
+	configure_gate_build >"$1" 2>&1 &&
 		gate_make W=1 C=1 fs/btrfs/ >>"$1" 2>&1
 }
 
@@ -128,144 +141,183 @@ build_errors() { # LOG: what to show when make failed
 # build of fs/btrfs/ (its objects are removed first).
 BASELINE=
 ensure_baseline() {
-	local key log
+	local key log t0=$SECONDS
 	key=$( {
 		echo "format $BASELINE_FORMAT"
 		git_tree rev-parse "$BASE_TAG^{commit}"
-		cat "$RESTRIPER_ROOT/kunit.config"
+		echo "$MODULE_CONFIG"
 		gcc --version | head -n1
 		sparse --version
 	} | sha256sum | cut -c1-16)
 	BASELINE=$CACHE/gate-baseline-$key.txt
 	[ -f "$BASELINE" ] && return 0
-	log "computing the warning baseline at '$BASE_TAG' (full fs/btrfs/ build, once)"
 	git_tree checkout -q --detach "$BASE_TAG"
 	rm -rf "$GATE_BUILD/fs/btrfs"
-	log=$LOG_DIR/baseline.log
-	build_btrfs "$log" 0 || die "fs/btrfs/ does not build at '$BASE_TAG':" "$(build_errors "$log")" "(log: $log)"
+	log=$LOG_DIR/00-baseline.log
+	build_btrfs "$log" || die "fs/btrfs/ does not build at '$BASE_TAG':" "$(build_errors "$log")" "(log: $log)"
 	warnings "$log" | keys | LC_ALL=C sort >"$BASELINE.tmp"
 	mv "$BASELINE.tmp" "$BASELINE"
-	log "baseline: $(wc -l <"$BASELINE") warning lines at '$BASE_TAG' ($BASELINE)"
+	log "warning baseline at '$BASE_TAG': $(wc -l <"$BASELINE") warning lines, in $((SECONDS - t0)) s"
 }
 
-# One patch: HEAD detached at its commit, files it changes touched so that they
-# and their users are recompiled (and sparse-checked) even when the build
-# folder last saw them at this content.
-check_patch_build() { # INDEX COMMIT PREV_COMMIT PATCH_NAME WITH_TESTS -> sets B_STATUS B_NEW
-	local i=$1 commit=$2 prev=$3 name=$4 with_tests=$5 log new f
-	log=$LOG_DIR/$(printf '%02d' "$i")-${name%.patch}.log
-	git_tree checkout -q --detach "$commit"
-	while IFS= read -r f; do
-		if [ -e "$TREE/$f" ]; then touch "$TREE/$f"; fi
-	done < <(git_tree diff --name-only "$prev" "$commit")
+# Patch a: the fs/btrfs build.  Sets B_STATUS B_NEW.
+check_patch_build() { # LOG
+	local new
 	B_NEW=-
-	if ! build_btrfs "$log" "$with_tests"; then
+	if ! build_btrfs "$1"; then
 		B_STATUS=FAIL
-		echo "---- patch $i $name: fs/btrfs/ does not build (log: $log)"
-		build_errors "$log"
+		echo "---- fs/btrfs/ does not build (log: $1)"
+		build_errors "$1"
 		return 0
 	fi
 	B_STATUS=ok
 	B_NEW=0
-	new=$(new_warnings "$BASELINE" "$log")
+	new=$(new_warnings "$BASELINE" "$1")
 	if [ -n "$new" ]; then
 		B_NEW=$(wc -l <<<"$new")
-		echo "---- patch $i $name: $B_NEW new W=1/sparse warning(s) (log: $log)"
+		echo "---- $B_NEW new W=1/sparse warning(s) (log: $1)"
 		printf '%s\n' "$new"
 	fi
 }
 
-# checkpatch_one LABEL FILE|- : sets C_STATUS.
-checkpatch_one() {
-	local out total
-	out=$(cd "$TREE" && ./scripts/checkpatch.pl --strict --color=never \
-		--ignore "$CHECKPATCH_IGNORE" "$2" 2>&1) || true
-	total=$(grep -E '^total: [0-9]+ errors, [0-9]+ warnings, [0-9]+ checks' <<<"$out" | tail -n1 || true)
+# Patch b: checkpatch.  Sets C_STATUS.
+check_patch_style() { # LOG PATCH
+	local total
+	(cd "$TREE" && ./scripts/checkpatch.pl --strict --color=never \
+		--ignore "$CHECKPATCH_IGNORE" "$2" 2>&1 || true) |
+		python3 "$RESTRIPER_ROOT/ci/checkpatch-filter.py" "$2" >"$1"
+	total=$(tail -n1 "$1")
 	if [[ "$total" =~ ^total:\ 0\ errors,\ 0\ warnings,\ 0\ checks ]]; then
 		C_STATUS=ok
 	else
-		C_STATUS=$(sed -E 's/^total: ([0-9]+) errors, ([0-9]+) warnings, ([0-9]+) checks.*/\1 err, \2 warn, \3 chk/' <<<"${total:-total: ? errors, ? warnings, ? checks}")
-		echo "---- checkpatch $1:"
-		printf '%s\n' "$out"
+		C_STATUS=$(sed -E 's/^total: ([0-9]+) errors, ([0-9]+) warnings, ([0-9]+) checks.*/\1e \2w \3c/' <<<"$total")
+		echo "---- checkpatch (log: $1):"
+		head -n 40 "$1"
 	fi
 }
 
-# Steps 2 and 3.  Leaves HEAD where it found it.
+# Patch c: KUnit at the checked out commit.  Sets K_STATUS, KUNIT_LINE.
+check_patch_kunit() { # LOG
+	local cfg
+	if grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; then
+		if kunit_py run "$RESTRIPER_ROOT/kunit.config" >"$1" 2>&1; then
+			K_STATUS=$(kunit_summary "$1" | head -n1)
+		else
+			K_STATUS="FAIL: $(kunit_summary "$1" | head -n1)"
+			echo "---- KUnit failed (log: $1):"
+			grep -E '\[FAILED\]|FAILED at|Expected|ERROR|error:' "$1" | head -n 30
+		fi
+		KUNIT_LINE=$(kunit_summary "$1" | head -n1)
+	else
+		# Before the series adds its KUnit option: the KUnit kernel
+		# must still build.
+		cfg=$(mktemp)
+		grep -v "^$KUNIT_OPTION=" "$RESTRIPER_ROOT/kunit.config" >"$cfg"
+		if kunit_py build "$cfg" >"$1" 2>&1; then
+			K_STATUS="builds (no KUnit option yet)"
+		else
+			K_STATUS="FAIL: the KUnit kernel does not build"
+			echo "---- the KUnit kernel does not build (log: $1):"
+			build_errors "$1"
+		fi
+		rm -f "$cfg"
+	fi
+}
+
+# Steps 2.  Leaves HEAD where it found it.
 check_patches() {
-	local commits i prev orig patch name
+	local commits i prev orig patch name f base t0
 	load_series
 	mapfile -t commits < <(git_tree rev-list --reverse "$BASE_TAG..HEAD")
 	[ ${#commits[@]} -eq ${#PATCHES[@]} ] ||
 		die "the tree has ${#commits[@]} commits on '$BASE_TAG' but the series ${#PATCHES[@]} patches"
-	mkdir -p "$LOG_DIR"
 	orig=$(git_tree symbolic-ref -q --short HEAD || git_tree rev-parse HEAD)
 	# shellcheck disable=SC2064 # expand now
 	trap "git -C '$TREE' checkout -q '$orig'" EXIT
 
-	ensure_baseline
-	# The KUnit sources are in no commit: have them compiled (and checked)
-	# again at the tip, the only patch built with them.
-	rm -f "$GATE_BUILD"/fs/btrfs/tests/*.o
+	step "warning baseline of fs/btrfs at the base" "$LOG_DIR/00-baseline.step.log" ensure_baseline ||
+		{ fail; return 0; }
 	prev=$(git_tree rev-parse "$BASE_TAG^{commit}")
 	for i in "${!PATCHES[@]}"; do
 		patch=${PATCHES[$i]}
 		name=$(basename "$patch")
-		log "patch $((i + 1))/${#PATCHES[@]}: $name"
-		check_patch_build $((i + 1)) "${commits[$i]}" "$prev" "$name" \
-			$((i + 1 == ${#PATCHES[@]}))
-		checkpatch_one "$name" "$patch"
-		row "$name" "$B_STATUS" "$B_NEW" "$C_STATUS"
-		{ [ "$B_STATUS" = ok ] && [ "$B_NEW" = 0 ] && [ "$C_STATUS" = ok ]; } || fail
+		base=$LOG_DIR/$(printf '%02d' $((i + 1)))-${name%.patch}
+		t0=$SECONDS
+		git_tree checkout -q --detach "${commits[$i]}"
+		# Files the patch changes are recompiled (and sparse-checked) even
+		# when a build folder last saw them at this content.
+		while IFS= read -r f; do
+			if [ -e "$TREE/$f" ]; then touch "$TREE/$f"; fi
+		done < <(git_tree diff --name-only "$prev" "${commits[$i]}")
+		check_patch_build "$base.build.log"
+		check_patch_style "$base.checkpatch.log" "$patch"
+		K_STATUS=-
+		[ "$DO_KUNIT" = 0 ] || check_patch_kunit "$base.kunit.log"
+		log "patch $((i + 1))/${#PATCHES[@]} $name: build $B_STATUS, new warnings $B_NEW, checkpatch $C_STATUS, KUnit $K_STATUS ($((SECONDS - t0)) s)"
+		row "$name" "$B_STATUS" "$B_NEW" "$C_STATUS" "$K_STATUS"
+		{ [ "$B_STATUS" = ok ] && [ "$B_NEW" = 0 ] && [ "$C_STATUS" = ok ] &&
+			[[ "$K_STATUS" != FAIL* ]]; } || fail
 		prev=${commits[$i]}
 	done
 
 	git_tree checkout -q "$orig"
 	trap - EXIT
-
-	# The extra patch of the mail-ready series (the KUnit sources).
-	if compgen -G "$RESTRIPER_ROOT/kunit/*.c" >/dev/null; then
-		local tmp tc
-		tc=$(tests_commit)
-		tmp=$(mktemp)
-		git_tree format-patch -1 --stdout "${FORMAT_OPTS[@]}" "$tc" >"$tmp"
-		checkpatch_one "kunit/*.c (tests patch)" "$tmp"
-		rm -f "$tmp"
-		row "+ kunit/*.c as fs/btrfs/tests/ (tests patch)" "-" "-" "$C_STATUS"
-		[ "$C_STATUS" = ok ] || fail
-	fi
 }
 
-# run_stage LABEL SCRIPT: run a test script of the repo at the series tip; its
-# closing "<word>: N passed, M failed..." line goes into the summary.
-run_stage() {
+check_kunit_copy() {
+	local problems
+	problems=$(kunit_copy_problems HEAD)
+	if [ -z "$problems" ]; then
+		row "kunit/ is the tip's fs/btrfs/tests/*-test.c" "-" "-" "-" "ok"
+		return 0
+	fi
+	echo "---- kunit/ is not a copy of the series' KUnit sources (run ci/export-series.sh):"
+	printf '%s\n' "$problems"
+	row "kunit/ is the tip's fs/btrfs/tests/*-test.c" "-" "-" "-" "FAIL"
+	fail
+}
+
+only_kunit() {
+	local log=$LOG_DIR/kunit-tip.log
+	if step "KUnit at the series tip" "$log" kunit_py run "$RESTRIPER_ROOT/kunit.config"; then
+		row "KUnit at the series tip" "-" "-" "-" "$(kunit_summary "$log" | head -n1)"
+	else
+		row "KUnit at the series tip" "-" "-" "-" "FAIL"
+		fail
+	fi
+	KUNIT_LINE=$(kunit_summary "$log" | head -n1)
+}
+
+run_vm() {
 	local out rc=0
 	out=$(mktemp)
-	bash "$RESTRIPER_ROOT/$2" 2>&1 | tee "$out" || rc=$?
-	row "$1" "-" "-" "$(grep -E '^[a-z]+: [0-9]+ passed' "$out" | tail -n1 || echo 'no result')"
+	log "VM selftests at the series tip (./run_selftests.sh)"
+	bash "$RESTRIPER_ROOT/run_selftests.sh" 2>&1 | tee "$out" || rc=$?
+	SELFTESTS_LINE=$(grep -E '^selftests: [0-9]+ passed' "$out" | tail -n1 || true)
+	row "VM selftests at the series tip" "-" "-" "-" "${SELFTESTS_LINE:-no result}"
+	[ -n "$SELFTESTS_LINE" ] || SELFTESTS_LINE="selftests: 0 passed, 1 failed, 0 skipped (no result)"
 	rm -f "$out"
 	[ "$rc" = 0 ] || fail
 }
 
 gate() {
-	log "1. series applies to $LINUX_SOURCE_PACKAGE $LINUX_SOURCE_VERSION"
-	if ! bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" >/dev/null; then
-		row "prepare tree: series applies to the pinned base" "FAIL" "-" "see above"
+	mkdir -p "$LOG_DIR"
+	if ! step "the series applies to $LINUX_SOURCE_PACKAGE $LINUX_SOURCE_VERSION" \
+		"$LOG_DIR/prepare-tree.log" bash "$RESTRIPER_ROOT/ci/prepare-tree.sh"; then
+		row "the series applies to the pinned base" "-" "-" "-" "FAIL"
 		fail
 		print_summary
 		return 1
 	fi
-	row "prepare tree: series applies to the pinned base" "-" "-" "ok"
+	row "the series applies to the pinned base" "-" "-" "-" "ok"
+	check_kunit_copy
 	if [ "$DO_PATCHES" = 1 ]; then
-		log "2+3. per-patch build, W=1/sparse warnings, checkpatch"
 		check_patches
-	fi
-	if [ "$DO_KUNIT" = 1 ]; then
-		log "4. KUnit at the series tip"
-		run_stage "KUnit at the series tip" run_kunit.sh
+	elif [ "$DO_KUNIT" = 1 ]; then
+		only_kunit
 	fi
 	if [ "$DO_VM" = 1 ]; then
-		log "5. VM selftests at the series tip"
-		run_stage "VM selftests at the series tip" run_selftests.sh
+		run_vm
 	fi
 	print_summary
 	[ "$FAILED" = 0 ]

@@ -72,21 +72,25 @@ as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# Logs of the steps shared by the scripts (apt, tree preparation).
+LOGS=$CACHE/logs
+APT_LOG=$LOGS/apt.log
+
 apt_updated=
 apt_update() {
 	[ -n "$apt_updated" ] && return 0
-	log "apt-get update"
-	DEBIAN_FRONTEND=noninteractive as_root apt-get update -q >&2 ||
-		die "apt step failed: apt-get update"
+	step "apt-get update" "$APT_LOG" \
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+		die "apt step failed: apt-get update (log: $APT_LOG)"
 	apt_updated=1
 }
 
 # apt_install PKG[=VERSION]...: no recommends, no questions.
 apt_install() {
-	log "apt-get install $*"
-	DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q \
-		--no-install-recommends --allow-downgrades "$@" >&2 ||
-		die "apt step failed: apt-get install $*"
+	step "installing packages: $*" "$APT_LOG" \
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends --allow-downgrades "$@" ||
+		die "apt step failed: apt-get install $* (log: $APT_LOG)"
 }
 
 # ensure_packages PKG...: install what is missing (fast no-op when all present).
@@ -162,15 +166,6 @@ record_set() { # INPUTS_HASH HEAD
 	printf 'inputs=%s\nhead=%s\ndate=%s\n' "$1" "$2" "$(date '+%F %T')" >"$APPLIED_RECORD"
 }
 
-# Is PATH (relative to the tree) one of the KUnit symlinks we make?
-is_kunit_link() {
-	[ -L "$TREE/$1" ] || return 1
-	case "$(readlink "$TREE/$1")" in
-	/*/kunit/*.c) return 0 ;;
-	*) return 1 ;;
-	esac
-}
-
 # Tracked files with changes (staged or not), one per line, "XY path".
 # --no-optional-locks: never take index.lock, the developer may be using git.
 tree_changes() {
@@ -179,14 +174,10 @@ tree_changes() {
 
 # Untracked files in the tree.  Debian's .gitignore ignores everything that is
 # not tracked, so "git status" hides new files: list them without the
-# ignore rules, minus our KUnit symlinks and Python caches.
+# ignore rules, minus Python caches.
 tree_untracked() {
-	local f
 	git_tree ls-files --others --directory --no-empty-directory \
-		--exclude='__pycache__/' --exclude='*.pyc' |
-		while IFS= read -r f; do
-			is_kunit_link "$f" || printf '%s\n' "$f"
-		done
+		--exclude='__pycache__/' --exclude='*.pyc'
 }
 
 am_in_progress() { [ -d "$TREE/.git/rebase-apply" ]; }
@@ -195,45 +186,100 @@ am_in_progress() { [ -d "$TREE/.git/rebase-apply" ]; }
 # no "-- 2.x.y" signature, zeroed "From <sha>" line.
 FORMAT_OPTS=(--no-signature --zero-commit)
 
-# tests_commit: print the id of a commit on top of HEAD that adds kunit/*.c as
-# fs/btrfs/tests/<name> (the extra patch of the mail-ready series).  Made with
-# a temporary index and commit-tree: the work tree (where those paths are our
-# symlinks), HEAD and the branches are not touched; the commit is garbage
-# afterwards.  Message: kunit/COMMIT_MSG if it exists, else a default one.
-tests_commit() {
-	local tests t name blob tree msg index an ae ad
-	local -a names=()
-	mapfile -t tests < <(find "$RESTRIPER_ROOT/kunit" -maxdepth 1 -name '*.c' | LC_ALL=C sort)
-	[ ${#tests[@]} -gt 0 ] || die "no kunit/*.c to add"
-	index=$(mktemp)
-	rm -f "$index" # git wants to create it itself
-	GIT_INDEX_FILE=$index git_tree read-tree HEAD
-	for t in "${tests[@]}"; do
-		name=$(basename "$t")
-		names+=("fs/btrfs/tests/$name")
-		blob=$(git_tree hash-object -w -- "$t")
-		GIT_INDEX_FILE=$index git_tree update-index --add --cacheinfo "100644,$blob,fs/btrfs/tests/$name"
+# The KUnit sources the series adds: tests/*-test.c of fs/btrfs at a commit
+# of the tree (default HEAD), one path per line.
+series_kunit_sources() { # [COMMIT]
+	git_tree ls-tree --name-only "${1:-HEAD}" fs/btrfs/tests/ |
+		grep -E '^fs/btrfs/tests/[^/]+-test\.c$' || true
+}
+
+# kunit/ holds a copy of the KUnit sources at the tip of the series, where a
+# reader looks for them.  Print what differs (nothing when it is a faithful
+# copy of COMMIT's files).
+kunit_copy_problems() { # COMMIT
+	local f name
+	for f in $(series_kunit_sources "$1"); do
+		name=$(basename "$f")
+		if [ ! -f "$RESTRIPER_ROOT/kunit/$name" ]; then
+			echo "kunit/$name is missing ($f is in the series)"
+		elif ! git_tree show "$1:$f" | cmp -s - "$RESTRIPER_ROOT/kunit/$name"; then
+			echo "kunit/$name differs from $f at the tip of the series"
+		fi
 	done
-	tree=$(GIT_INDEX_FILE=$index git_tree write-tree)
-	rm -f "$index"
+	for f in "$RESTRIPER_ROOT"/kunit/*.c; do
+		[ -e "$f" ] || continue
+		name=$(basename "$f")
+		series_kunit_sources "$1" | grep -qx "fs/btrfs/tests/$name" ||
+			echo "kunit/$name is not in the series (fs/btrfs/tests/$name)"
+	done
+	return 0
+}
 
-	# Same author and date as the series tip, fixed committer: stable ids.
-	an=$(git_tree log -1 --format=%an HEAD)
-	ae=$(git_tree log -1 --format=%ae HEAD)
-	ad=$(git_tree log -1 --format=%aI HEAD)
-	if [ -f "$RESTRIPER_ROOT/kunit/COMMIT_MSG" ]; then
-		msg=$(cat "$RESTRIPER_ROOT/kunit/COMMIT_MSG")
+# --- quiet steps ------------------------------------------------------------
+
+# Commands print one line per step; the step's output goes to a log file
+# and to the screen only with RESTRIPER_VERBOSE=1 (the scripts' -v).
+VERBOSE=${RESTRIPER_VERBOSE:-0}
+
+# step LABEL LOG CMD...: run CMD, its output appended to LOG; print
+# "LABEL: done in N s" or, on failure, "LABEL: FAILED after N s (exit S)",
+# the log's last lines and its path.  Returns CMD's status.
+step() {
+	local label=$1 log=$2 t0=$SECONDS rc=0
+	shift 2
+	mkdir -p "$(dirname "$log")"
+	if [ "$VERBOSE" = 1 ]; then
+		log "$label ..."
+		"$@" 2>&1 | tee -a "$log" || rc=${PIPESTATUS[0]}
 	else
-		msg="btrfs: tests: add KUnit tests
-
-Add the KUnit test sources:
-
-$(printf '  %s\n' "${names[@]}")
-
-Signed-off-by: $an <$ae>"
+		"$@" >>"$log" 2>&1 </dev/null || rc=$?
 	fi
-	GIT_AUTHOR_NAME=$an GIT_AUTHOR_EMAIL=$ae GIT_AUTHOR_DATE=$ad \
-		GIT_COMMITTER_NAME=$RESTRIPER_GIT_NAME GIT_COMMITTER_EMAIL=$RESTRIPER_GIT_EMAIL \
-		GIT_COMMITTER_DATE=$ad \
-		git_tree commit-tree "$tree" -p HEAD -m "$msg"
+	if [ "$rc" -eq 0 ]; then
+		log "$label: done in $((SECONDS - t0)) s"
+	else
+		log "$label: FAILED after $((SECONDS - t0)) s (exit $rc); the end of $log:"
+		tail -n "${RESTRIPER_TAIL:-25}" "$log" | sed 's/^/    | /' >&2
+	fi
+	return "$rc"
+}
+
+# --- KUnit ------------------------------------------------------------------
+
+# kunit_py run|build KUNITCONFIG [ARGS...]: the tree's kunit.py, x86_64 in
+# QEMU, build folder $BUILD_ROOT/kunit.  The caller holds the build lock.
+kunit_py() {
+	local cmd=$1 cfg=$2
+	shift 2
+	mkdir -p "$BUILD_ROOT/kunit"
+	(
+		cd "$TREE"
+		python3 tools/testing/kunit/kunit.py "$cmd" --arch=x86_64 \
+			--kunitconfig="$cfg" --build_dir="$BUILD_ROOT/kunit" \
+			--jobs="$(nproc)" "$@"
+	)
+}
+
+# kunit_summary LOG: "kunit: X passed, Y failed" from kunit.py's line
+# "Testing complete. Ran N tests: passed: X, failed: Y, crashed: Z, ..."
+# (it leaves out zero counts), and a second line with crashed/skipped/
+# errors when there are any.  Returns 1 on a failure or when no test ran.
+kunit_summary() {
+	local line total passed failed crashed skipped errors
+	line=$(sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -o 'Testing complete\. Ran [0-9]* tests:.*' | tail -n1 || true)
+	if [ -z "$line" ]; then
+		echo "kunit: 0 passed, 0 failed (no test results)"
+		return 1
+	fi
+	count() { grep -o "$1: [0-9]*" <<<"$line" | grep -o '[0-9]*$' || echo 0; }
+	total=$(grep -o 'Ran [0-9]*' <<<"$line" | grep -o '[0-9]*$')
+	passed=$(count passed)
+	failed=$(count failed)
+	crashed=$(count crashed)
+	skipped=$(count skipped)
+	errors=$(count errors)
+	echo "kunit: $passed passed, $((failed + crashed)) failed"
+	if [ $((crashed + skipped + errors)) -gt 0 ]; then
+		echo "kunit: ($crashed crashed, $skipped skipped, $errors errors)"
+	fi
+	[ "$total" -gt 0 ] && [ $((failed + crashed + skipped + errors)) -eq 0 ]
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Make $CACHE/linux = pinned Debian kernel source + kernel-patches/series,
-# with the KUnit sources of kunit/ linked in.  Prints the tree path on stdout.
+# Make $CACHE/linux = pinned Debian kernel source + kernel-patches/series.
+# Prints the tree path on stdout.
 #
 #   ci/prepare-tree.sh            (RESTRIPER_CACHE=... to use another cache)
 #   RESTRIPER_FORCE=1 ci/prepare-tree.sh
@@ -94,6 +94,19 @@ write_base_record() { # TREE VERSION COMMIT
 	printf 'package=%s\nversion=%s\ncommit=%s\n' "$PKG" "$2" "$3" >"$1/.git/restriper-base"
 }
 
+commit_base() { # DIR
+	git -C "$1" init -q -b "$TREE_BRANCH"
+	git -C "$1" config user.name "$RESTRIPER_GIT_NAME"
+	git -C "$1" config user.email "$RESTRIPER_GIT_EMAIL"
+	# ~90k loose objects would start a long background gc at a random
+	# later git command; the tree is a cache, it need not be packed.
+	git -C "$1" config gc.auto 0
+	# Debian's .gitignore ignores everything ("/*"): -f is needed.
+	git -C "$1" add -f -A .
+	git -C "$1" commit -q -m "$BASE_SUBJECT_PREFIX$SOURCE_VERSION"
+	git -C "$1" tag "$BASE_TAG"
+}
+
 ensure_tree() {
 	local have tmp tarball keep_old=0
 	have=$(tree_base_version)
@@ -124,19 +137,11 @@ ensure_tree() {
 	tmp=$CACHE/linux.new
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
-	log "unpacking $tarball"
-	tar -xf "$tarball" -C "$tmp" --strip-components=1
-	log "committing the pristine base (takes a while)"
-	git -C "$tmp" init -q -b "$TREE_BRANCH"
-	git -C "$tmp" config user.name "$RESTRIPER_GIT_NAME"
-	git -C "$tmp" config user.email "$RESTRIPER_GIT_EMAIL"
-	# ~90k loose objects would start a long background gc at a random
-	# later git command; the tree is a cache, it need not be packed.
-	git -C "$tmp" config gc.auto 0
-	# Debian's .gitignore ignores everything ("/*"): -f is needed.
-	git -C "$tmp" add -f -A .
-	git -C "$tmp" commit -q -m "$BASE_SUBJECT_PREFIX$SOURCE_VERSION"
-	git -C "$tmp" tag "$BASE_TAG"
+	step "unpacking $(basename "$tarball")" "$LOGS/prepare-tree.log" \
+		tar -xf "$tarball" -C "$tmp" --strip-components=1 ||
+		die "cannot unpack $tarball"
+	step "committing the pristine base to git" "$LOGS/prepare-tree.log" \
+		commit_base "$tmp" || die "cannot commit the base tree"
 	write_base_record "$tmp" "$SOURCE_VERSION" "$(git -C "$tmp" rev-parse HEAD)"
 	# Only a complete tree ever sits at $TREE.
 	mv "$tmp" "$TREE"
@@ -205,14 +210,6 @@ save_work() {
 		(cd "$TREE" && tar -cf "$CACHE/saved/$ts-untracked.tar" -- "${untracked[@]}" && rm -rf -- "${untracked[@]}")
 		log "FORCE: moved untracked files to $CACHE/saved/$ts-untracked.tar"
 	fi
-}
-
-remove_kunit_links() {
-	local l
-	for l in "$TREE"/fs/btrfs/tests/*; do
-		is_kunit_link "${l#"$TREE/"}" && rm -f "$l"
-	done
-	return 0
 }
 
 # Print which patch failed and why, leave the failed am for inspection, exit.
@@ -286,8 +283,6 @@ apply_series() {
 	log "applying kernel-patches/series from scratch on '$BASE_TAG'"
 	am_in_progress && git_tree am --quit
 	rm -f "$APPLIED_RECORD"
-	# Our symlinks must not block a patch that adds a file of the same name.
-	remove_kunit_links
 	# Also removes files added by the previous series (tracked there, not in base).
 	git_tree checkout -q -f -B "$TREE_BRANCH" "$BASE_TAG"
 
@@ -304,30 +299,6 @@ apply_series() {
 	log "series applies: ${#PATCHES[@]} patch(es), HEAD $(git_tree log -1 --format='%h %s' HEAD)"
 }
 
-# --- (d) KUnit sources ------------------------------------------------------
-
-# fs/btrfs/tests/<name> -> <repo>/kunit/<name>, absolute.  Git does not see
-# them (Debian's .gitignore), the kernel build compiles them once the series'
-# Makefile names them.
-link_kunit() {
-	local src name dst l
-	for src in "$RESTRIPER_ROOT"/kunit/*.c; do
-		[ -e "$src" ] || continue
-		name=$(basename "$src")
-		dst=$TREE/fs/btrfs/tests/$name
-		if [ -e "$dst" ] && ! is_kunit_link "fs/btrfs/tests/$name"; then
-			die "fs/btrfs/tests/$name exists in the tree and is not a link to kunit/$name" \
-				"(does the series add it?  KUnit sources belong in kunit/ only)."
-		fi
-		[ "$(readlink "$dst" 2>/dev/null)" = "$src" ] || ln -sfn "$src" "$dst"
-	done
-	# Drop links to kunit/ files that no longer exist here.
-	for l in "$TREE"/fs/btrfs/tests/*; do
-		is_kunit_link "${l#"$TREE/"}" || continue
-		[ -e "$RESTRIPER_ROOT/kunit/$(basename "$l")" ] || rm -f "$l"
-	done
-}
-
 main() {
 	ensure_packages "${PACKAGES[@]}"
 	mkdir -p "$CACHE" "$BUILD_ROOT"
@@ -339,7 +310,6 @@ main() {
 prepare_locked() {
 	ensure_tree
 	apply_series
-	link_kunit
 }
 
 main "$@"

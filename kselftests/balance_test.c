@@ -6,21 +6,31 @@
  * Environment: BTRFS_TEST_DEVS, the block devices to use, space separated
  * (4 of them, each used by nothing else; they are reformatted); and
  * BTRFS_TEST_MNT, an empty directory to mount on (default /mnt/test).
- * mkfs.btrfs and btrfs must be in PATH.  Run as root.
+ * mkfs.btrfs and btrfs must be in PATH.  Run as root, on a kernel with
+ * CONFIG_BTRFS_DEBUG (the balance hold points) and CONFIG_SWAP.
  *
- * Every test makes a fresh filesystem, and its teardown unmounts it and
- * runs "btrfs check --readonly".  Which chunks a balance relocated is read
- * from the chunk tree: a relocated chunk disappears and its contents land
- * in chunks at higher logical addresses, so the moved set is the chunk
- * starts before minus those after.  Expected sets come from the filter
- * definitions applied to the chunk tree read before the balance.
+ * Every test makes a fresh filesystem of its fixture's layout, and its
+ * teardown unmounts it and runs "btrfs check --readonly".  Which chunks a
+ * balance relocated is read from the chunk tree: a relocated chunk
+ * disappears and its contents land in chunks at higher logical addresses,
+ * so the moved set is the chunk starts before minus those after.
+ *
+ * The chunks a test expects to move are named, not computed: each fixture
+ * builds its filesystem so that it knows which chunk is which (its type,
+ * profile, devices, neighbours and fill), checks that the layout came out
+ * as built, and each test names the chunks its request must take.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <grp.h>
+#include <sys/swap.h>
 
+/* The helpers are shared: not every test program uses each of them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
 #include "btrfs_util.h"
+#pragma GCC diagnostic pop
 
 /* The harness has an unused parameter; -Wextra is meant for this file. */
 #pragma GCC diagnostic push
@@ -32,16 +42,35 @@
 
 #define ALL_TYPES	(BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA | \
 			 BTRFS_BALANCE_SYSTEM)
+#define MIXED_TYPES	(BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA)
+#define BG_TYPES	(BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_METADATA | \
+			 BTRFS_BLOCK_GROUP_SYSTEM)
+#define BG_DATA		BTRFS_BLOCK_GROUP_DATA
+#define BG_META		BTRFS_BLOCK_GROUP_METADATA
+#define BG_SYS		BTRFS_BLOCK_GROUP_SYSTEM
+#define BG_MIXED	(BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_METADATA)
 #define SINGLE		BTRFS_AVAIL_ALLOC_BIT_SINGLE
-#define EXCL_BUSY	BTRFS_ERROR_DEV_EXCL_RUN_IN_PROGRESS
-#define FILL_SIZE	(8 * SZ_1M)
+#define RAID1		BTRFS_BLOCK_GROUP_RAID1
 #define FILE_SIZE	(4 * SZ_1M)
 #define MAX_FILES	16
 #define NOBODY		65534
-#define NO_SUCH_DEV	"/nonexistent/btrfs-balance-test"
-#define NO_SUCH_DEVID	999
+#define UNKNOWN_ARGS_BITS ((1ULL << 11) | (1ULL << 40))
+#define REDUCES_REDUNDANCY \
+	"reduces metadata redundancy, use --force if you want this"
+/* A wait that only a hang outlasts. */
+#define HANG_MS		(5 * 60 * 1000)
 
 /* ---- A world: a fresh filesystem for each test ---- */
+
+/* How a fixture's filesystem is made. */
+struct fs_spec {
+	int ndevs;		/* devices in the filesystem */
+	const char *data;	/* mkfs.btrfs -d */
+	const char *meta;	/* mkfs.btrfs -m */
+	const char *size;	/* mkfs.btrfs -b (each device), NULL: all */
+	bool mixed;		/* mkfs.btrfs --mixed */
+	const char *opts;	/* mount options */
+};
 
 struct world {
 	struct test_env env;
@@ -49,11 +78,37 @@ struct world {
 	const char *opts;		/* the fixture's mount options */
 	int fd;				/* the mount point, open */
 	bool mounted;
+	bool holds;			/* the test set hold points */
 	struct balance_thread bt;
 	int nfiles;
 	__u64 file_size[MAX_FILES];
 	bool file_present[MAX_FILES];
 };
+
+static int mkfs_spec(const struct test_env *env, const struct fs_spec *s)
+{
+	char *argv[16 + MAX_DEVS];
+	int i, n = 0;
+
+	argv[n++] = "mkfs.btrfs";
+	argv[n++] = "-f";
+	argv[n++] = "-q";
+	argv[n++] = "-K";
+	if (s->mixed)
+		argv[n++] = "--mixed";
+	if (s->size) {
+		argv[n++] = "-b";
+		argv[n++] = (char *)s->size;
+	}
+	argv[n++] = "-d";
+	argv[n++] = (char *)s->data;
+	argv[n++] = "-m";
+	argv[n++] = (char *)s->meta;
+	for (i = 0; i < s->ndevs; i++)
+		argv[n++] = (char *)env->devs[i];
+	argv[n] = NULL;
+	return run_cmd(argv);
+}
 
 static void world_mount(struct __test_metadata *_metadata, struct world *w,
 			unsigned long flags, const char *more)
@@ -82,25 +137,31 @@ static void world_umount(struct __test_metadata *_metadata, struct world *w)
 	w->mounted = false;
 }
 
-/* mkfs on the first @ndevs devices and mount; false when skipped. */
+/* mkfs as @s says and mount; false when skipped. */
 static bool world_setup(struct __test_metadata *_metadata, struct world *w,
-			int ndevs, int needed, const char *data,
-			const char *meta, const char *opts)
+			const struct fs_spec *s)
 {
 	w->fd = -1;
-	w->ndevs = ndevs;
-	w->opts = opts ? opts : "";
+	w->ndevs = s->ndevs;
+	w->opts = s->opts ? s->opts : "";
 	env_load(&w->env);
-	if (w->env.ndevs < needed)
+	if (w->env.ndevs < s->ndevs)
 		SKIP(return false,
 		     "BTRFS_TEST_DEVS names %d devices, this world needs %d",
-		     w->env.ndevs, needed);
+		     w->env.ndevs, s->ndevs);
 	mkdir(w->env.mnt, 0755);
-	/* A test killed by its timeout had no teardown: unmount its leftover. */
+	/*
+	 * A test killed by its timeout had no teardown: release a hold it
+	 * left (best effort: without CONFIG_BTRFS_DEBUG there is none) and
+	 * unmount its filesystem.
+	 */
+	balance_hold_set(0);
 	while (!umount2(w->env.mnt, 0))
 		;
-	ASSERT_EQ(0, make_fs(&w->env, ndevs, data, meta))
-		TH_LOG("mkfs.btrfs -d %s -m %s on %d devices", data, meta, ndevs);
+	ASSERT_EQ(0, mkfs_spec(&w->env, s))
+		TH_LOG("mkfs.btrfs%s -b %s -d %s -m %s on %d devices",
+		       s->mixed ? " --mixed" : "", s->size ? s->size : "(all)",
+		       s->data, s->meta, s->ndevs);
 	world_mount(_metadata, w, 0, NULL);
 	return true;
 }
@@ -109,6 +170,8 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 {
 	int i;
 
+	if (w->holds)
+		EXPECT_EQ(0, balance_hold_set(0));
 	/* A test that failed while its balance ran: stop the balance. */
 	for (i = 0; w->bt.started && i < 600 && !balance_thread_done(&w->bt); i++) {
 		balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL);
@@ -125,6 +188,24 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 		TH_LOG("btrfs check --readonly %s", w->env.devs[0]);
 }
 
+/* ---- Files of known content ---- */
+
+/* Write file @idx of @size bytes in one go, then commit. */
+static void add_file(struct __test_metadata *_metadata, struct world *w,
+		     int idx, __u64 size)
+{
+	int ret;
+
+	ASSERT_GT(MAX_FILES, idx);
+	ret = write_pattern_file(w->env.mnt, idx, size);
+	ASSERT_EQ(0, ret) TH_LOG("write f%02d: %s", idx, strerror(-ret));
+	w->file_size[idx] = size;
+	w->file_present[idx] = true;
+	if (w->nfiles <= idx)
+		w->nfiles = idx + 1;
+	ASSERT_EQ(0, syncfs(w->fd));
+}
+
 /*
  * f00 (8 MiB) goes first and alone: with single data it fills the 8 MiB
  * data chunk mkfs made.  The @nfiles files of 4 MiB that follow then land
@@ -134,29 +215,12 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 static void write_dataset(struct __test_metadata *_metadata, struct world *w,
 			  int nfiles)
 {
-	int i, ret;
+	int i;
 
 	ASSERT_GT(MAX_FILES, nfiles);
-	for (i = 0; i <= nfiles; i++) {
-		w->file_size[i] = i ? FILE_SIZE : FILL_SIZE;
-		ret = write_pattern_file(w->env.mnt, i, w->file_size[i]);
-		ASSERT_EQ(0, ret) TH_LOG("write f%02d: %s", i, strerror(-ret));
-		w->file_present[i] = true;
-		w->nfiles = i + 1;
-		if (i == 0)
-			ASSERT_EQ(0, syncfs(w->fd));
-	}
-	ASSERT_EQ(0, syncfs(w->fd));
-}
-
-static void remove_file(struct __test_metadata *_metadata, struct world *w,
-			int idx)
-{
-	char path[PATH_SIZE];
-
-	pattern_path(path, w->env.mnt, idx);
-	ASSERT_EQ(0, unlink(path));
-	w->file_present[idx] = false;
+	add_file(_metadata, w, 0, 8 * SZ_1M);
+	for (i = 1; i <= nfiles; i++)
+		add_file(_metadata, w, i, FILE_SIZE);
 }
 
 /* Read every file back from disk (caches dropped) and compare. */
@@ -193,14 +257,19 @@ static void request(struct btrfs_ioctl_balance_args *a, __u64 types,
 		a->sys = *b;
 }
 
-/* vrange [0, 1) lies below every chunk: a valid request that moves nothing. */
+/* vrange [0, 1) lies below every chunk: valid args that select nothing. */
+static void noop_args(struct btrfs_balance_args *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->flags = BTRFS_BALANCE_ARGS_VRANGE;
+	b->vend = 1;
+}
+
 static void noop_request(struct btrfs_ioctl_balance_args *a, __u64 types)
 {
 	struct btrfs_balance_args b;
 
-	memset(&b, 0, sizeof(b));
-	b.flags = BTRFS_BALANCE_ARGS_VRANGE;
-	b.vend = 1;
+	noop_args(&b);
 	request(a, types, &b);
 }
 
@@ -220,105 +289,62 @@ static void convert_request(struct btrfs_ioctl_balance_args *a, __u64 types,
 	request(a, types, &b);
 }
 
-/* ---- What a request selects, from the filter definitions ---- */
+/* ---- The chunks of a layout ---- */
 
-static const struct btrfs_balance_args *
-args_for(const struct btrfs_ioctl_balance_args *a, __u64 type)
+/* The type bits of a chunk: data, metadata, system, or mixed. */
+static __u64 chunk_kind(const struct chunk *c)
 {
-	if (type & BTRFS_BLOCK_GROUP_DATA)
-		return (a->flags & BTRFS_BALANCE_DATA) ? &a->data : NULL;
-	if (type & BTRFS_BLOCK_GROUP_SYSTEM)
-		return (a->flags & BTRFS_BALANCE_SYSTEM) ? &a->sys : NULL;
-	return (a->flags & BTRFS_BALANCE_METADATA) ? &a->meta : NULL;
+	return c->type & BG_TYPES;
 }
 
-static __u64 percent_of(__u64 len, __u64 percent)
-{
-	return len * percent / 100;
-}
-
-/* usage=N, and the upper bound of usage=MIN..MAX: "less than N percent". */
-static __u64 usage_below(const struct chunk *c, __u64 percent)
-{
-	if (!percent)
-		return 1;
-	return percent > 100 ? c->length : percent_of(c->length, percent);
-}
-
-/* A stripe of @c on @devid overlaps the half-open physical [pstart, pend). */
-static bool chunk_on_dev(const struct chunk *c, __u64 devid,
-			 __u64 pstart, __u64 pend)
-{
-	__u32 i;
-
-	for (i = 0; i < c->num_stripes; i++)
-		if (c->stripes[i].devid == devid &&
-		    c->stripes[i].offset < pend &&
-		    c->stripes[i].offset + stripe_length(c) > pstart)
-			return true;
-	return false;
-}
-
-/* Every filter but the limits, which count across chunks. */
-static bool filters_select(const struct chunk *c,
-			   const struct btrfs_balance_args *b)
-{
-	__u64 f = b->flags;
-
-	if ((f & BTRFS_BALANCE_ARGS_PROFILES) &&
-	    !(b->profiles & chunk_profile(c->type)))
-		return false;
-	if (f & BTRFS_BALANCE_ARGS_USAGE) {
-		if (c->used >= usage_below(c, b->usage))
-			return false;
-	} else if (f & BTRFS_BALANCE_ARGS_USAGE_RANGE) {
-		if (c->used < percent_of(c->length, b->usage_min) ||
-		    c->used >= usage_below(c, b->usage_max))
-			return false;
-	}
-	if ((f & BTRFS_BALANCE_ARGS_DEVID) &&
-	    !chunk_on_dev(c, b->devid, 0, (__u64)-1))
-		return false;
-	if ((f & BTRFS_BALANCE_ARGS_DRANGE) && (f & BTRFS_BALANCE_ARGS_DEVID) &&
-	    !chunk_on_dev(c, b->devid, b->pstart, b->pend))
-		return false;
-	if ((f & BTRFS_BALANCE_ARGS_VRANGE) &&
-	    !(c->start < b->vend && c->start + c->length > b->vstart))
-		return false;
-	if ((f & BTRFS_BALANCE_ARGS_STRIPES_RANGE) &&
-	    (c->num_stripes < b->stripes_min || c->num_stripes > b->stripes_max))
-		return false;
-	if ((f & BTRFS_BALANCE_ARGS_SOFT) && (f & BTRFS_BALANCE_ARGS_CONVERT) &&
-	    b->target == chunk_profile(c->type))
-		return false;
-	return true;
-}
-
-static int select_by_filters(const struct chunk_list *l,
-			     const struct btrfs_ioctl_balance_args *a,
-			     bool *sel)
-{
-	int i, n = 0;
-
-	for (i = 0; i < l->n; i++) {
-		const struct btrfs_balance_args *b = args_for(a, l->c[i].type);
-
-		sel[i] = b && filters_select(&l->c[i], b);
-		n += sel[i];
-	}
-	return n;
-}
-
-static int count_type(const struct chunk_list *l, __u64 bg_type)
+static int count_kind(const struct chunk_list *l, __u64 kind)
 {
 	int i, n = 0;
 
 	for (i = 0; i < l->n; i++)
-		n += !!(l->c[i].type & bg_type);
+		n += chunk_kind(&l->c[i]) == kind;
 	return n;
 }
 
-/* Data chunks whose profile is not @profile. */
+/* The index of the @nth (from 0, lowest first) chunk of @kind, or -1. */
+static int nth_kind(const struct chunk_list *l, __u64 kind, int nth)
+{
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if (chunk_kind(&l->c[i]) == kind && nth-- == 0)
+			return i;
+	return -1;
+}
+
+/* The index of the highest chunk of @kind, or -1. */
+static int top_kind(const struct chunk_list *l, __u64 kind)
+{
+	int i;
+
+	for (i = l->n - 1; i >= 0; i--)
+		if (chunk_kind(&l->c[i]) == kind)
+			return i;
+	return -1;
+}
+
+/* The stripe of @c on @devid, or NULL. */
+static const struct chunk_stripe *stripe_on(const struct chunk *c,
+					    __u64 devid)
+{
+	__u32 i;
+
+	for (i = 0; i < c->num_stripes; i++)
+		if (c->stripes[i].devid == devid)
+			return &c->stripes[i];
+	return NULL;
+}
+
+static __u64 chunk_end(const struct chunk *c)
+{
+	return c->start + c->length;
+}
+
 static int count_data_not(const struct chunk_list *l, __u64 profile)
 {
 	int i, n = 0;
@@ -340,17 +366,6 @@ static int top_data_chunk(const struct chunk_list *l)
 	return -1;
 }
 
-static __u64 count_moved(const struct chunk_list *before,
-			 const struct chunk_list *after)
-{
-	__u64 n = 0;
-	int i;
-
-	for (i = 0; i < before->n; i++)
-		n += chunk_moved(before, i, after);
-	return n;
-}
-
 static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
 {
 	size_t len;
@@ -368,7 +383,27 @@ static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
 	return buf;
 }
 
+static void log_chunks(struct __test_metadata *_metadata,
+		       const struct chunk_list *l)
+{
+	char desc[256];
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		TH_LOG("  %s", chunk_desc(&l->c[i], desc, sizeof(desc)));
+}
+
 /* ---- Running a balance and checking what moved ---- */
+
+static bool in_set(const __u64 *set, int n, __u64 start)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (set[i] == start)
+			return true;
+	return false;
+}
 
 /* Nothing was relocated and no balance item is left. */
 static void expect_unchanged(struct __test_metadata *_metadata,
@@ -380,391 +415,924 @@ static void expect_unchanged(struct __test_metadata *_metadata,
 
 	ASSERT_EQ(0, read_chunks(w->fd, &after));
 	EXPECT_EQ(before->n, after.n);
-	for (i = 0; i < before->n; i++)
+	for (i = 0; i < before->n; i++) {
 		EXPECT_FALSE(chunk_moved(before, i, &after))
 			TH_LOG("relocated: %s",
 			       chunk_desc(&before->c[i], desc, sizeof(desc)));
+	}
 	EXPECT_EQ(0, balance_item_present(w->fd));
 }
 
 /*
- * Run @a and check that exactly the chunks of @before marked in @expect
- * were relocated, and that the stats returned agree: every chunk was
- * considered, and the selected ones were expected and completed.
+ * Run @a: it returns 0 and relocates exactly the chunks named in @moves
+ * (their starts): they are gone, every other chunk is still there.
+ * The stats returned agree: every chunk was considered, @expected were
+ * counted, the @nmoves relocated ones completed.  @after (if given) gets
+ * the chunks afterwards.
  */
-static void balance_expecting(struct __test_metadata *_metadata,
-			      struct world *w,
-			      struct btrfs_ioctl_balance_args *a,
-			      const struct chunk_list *before,
-			      const bool *expect)
+static void balance_check(struct __test_metadata *_metadata, struct world *w,
+			  struct btrfs_ioctl_balance_args *a,
+			  const __u64 *moves, int nmoves, __u64 expected,
+			  struct chunk_list *after)
 {
-	__u64 nexp = 0, nmoved = 0;
-	struct chunk_list after;
+	struct chunk_list before, l;
 	char desc[256];
 	int i, ret;
 
-	for (i = 0; i < before->n; i++)
-		nexp += expect[i];
+	if (!after)
+		after = &l;
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	for (i = 0; i < nmoves; i++) {
+		ASSERT_LE(0, find_chunk(&before, moves[i]))
+			TH_LOG("no chunk at %llu, which the test names",
+			       (unsigned long long)moves[i]);
+	}
 	ret = balance_v2(w->fd, a);
 	ASSERT_EQ(0, ret) TH_LOG("BTRFS_IOC_BALANCE_V2 returned %d", ret);
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	for (i = 0; i < before->n; i++) {
-		bool moved = chunk_moved(before, i, &after);
+	ASSERT_EQ(0, read_chunks(w->fd, after));
+	for (i = 0; i < before.n; i++) {
+		bool named = in_set(moves, nmoves, before.c[i].start);
 
-		nmoved += moved;
-		EXPECT_EQ(expect[i], moved)
-			TH_LOG("%s: %s", expect[i] ? "not relocated" :
-			       "relocated but not selected",
-			       chunk_desc(&before->c[i], desc, sizeof(desc)));
+		EXPECT_EQ(named, chunk_moved(&before, i, after))
+			TH_LOG("%s: %s", named ? "not relocated" :
+			       "relocated but not named",
+			       chunk_desc(&before.c[i], desc, sizeof(desc)));
 	}
-	EXPECT_EQ(nexp, nmoved);
-	EXPECT_EQ(nexp, a->stat.expected);
-	EXPECT_EQ(nexp, a->stat.completed);
-	EXPECT_EQ((__u64)before->n, a->stat.considered);
+	EXPECT_EQ((__u64)nmoves, a->stat.completed);
+	EXPECT_EQ(expected, a->stat.expected);
+	EXPECT_EQ((__u64)before.n, a->stat.considered);
 	EXPECT_EQ(0ULL, a->state);
 	EXPECT_EQ(0, balance_item_present(w->fd));
+	if (_metadata->exit_code) {
+		TH_LOG("chunks before:");
+		log_chunks(_metadata, &before);
+		TH_LOG("chunks after:");
+		log_chunks(_metadata, after);
+	}
 }
 
-/* A chunk the test names on its own, whatever the filter definitions say. */
-struct watch {
-	__u64 start;
-	bool moves;
-	bool alone;		/* and nothing else moves */
-};
+/* @a returns 0 and relocates exactly the chunks named in @moves. */
+static void balance_moves(struct __test_metadata *_metadata, struct world *w,
+			  struct btrfs_ioctl_balance_args *a,
+			  const __u64 *moves, int nmoves)
+{
+	balance_check(_metadata, w, a, moves, nmoves, nmoves, NULL);
+}
 
-/*
- * Balance @types with the filter @b.  The filter must select some chunks
- * but not all of them, and agree with @watch if given.
- */
-static void filter_balance(struct __test_metadata *_metadata, struct world *w,
-			   __u64 types, const struct btrfs_balance_args *b,
-			   const struct watch *watch)
+/* A request of @types with @b selects nothing: 0, and no chunk moves. */
+static void balance_moves_nothing(struct __test_metadata *_metadata,
+				  struct world *w, __u64 types,
+				  const struct btrfs_balance_args *b)
 {
 	struct btrfs_ioctl_balance_args a;
-	struct chunk_list before;
-	bool expect[MAX_CHUNKS];
-	int i, n;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
 	request(&a, types, b);
-	n = select_by_filters(&before, &a, expect);
-	ASSERT_LT(0, n) TH_LOG("the filter selects no chunk here");
-	ASSERT_GT(before.n, n) TH_LOG("the filter selects every chunk here");
-	if (watch) {
-		i = find_chunk(&before, watch->start);
-		ASSERT_LE(0, i);
-		ASSERT_EQ(watch->moves, expect[i]);
-		if (watch->alone)
-			ASSERT_EQ(1, n);
-	}
-	balance_expecting(_metadata, w, &a, &before, expect);
+	balance_moves(_metadata, w, &a, NULL, 0);
 }
 
-/* ---- Filters: one world, four devices, single data, raid1 metadata ---- */
-
-FIXTURE(filters) {
-	struct world w;
-};
-
-FIXTURE_VARIANT(filters) {
-	int ndevs;
-	const char *data;
-	const char *meta;
-};
+/* ---- The kernel log ---- */
 
 /*
- * Data chunks: the 8 MiB one of mkfs (filled by f00) and one of the
- * kernel's, holding the rest; metadata and system: raid1, on other
- * devices than the first data chunk.
+ * A line "BTRFS error (device ...): balance: @reason" was logged since
+ * kmsg_start(@k): the reason exactly, at error level.
  */
-FIXTURE_VARIANT_ADD(filters, four_devices) {
-	.ndevs = 4,
-	.data = "single",
-	.meta = "raid1",
-};
-
-FIXTURE_SETUP(filters)
+static bool logged_balance_error(struct kmsg *k, const char *reason)
 {
-	/*
-	 * commit=300: an emptied block group that is not the last of its
-	 * profile is deleted by the cleaner thread, which the transaction
-	 * thread wakes every commit interval; usage=0 needs it to stay.
-	 */
-	world_setup(_metadata, &self->w, variant->ndevs, variant->ndevs,
-		    variant->data, variant->meta, "commit=300,nodiscard");
+	char needle[256];
+	const char *line, *end;
+
+	snprintf(needle, sizeof(needle), "): balance: %s\n", reason);
+	if (kmsg_contains(k, needle) != 1)
+		return false;
+	for (line = k->text; *line; line = end + 1) {
+		end = strchr(line, '\n');
+		if (!end)
+			break;
+		if (!strncmp(line, "BTRFS error (device ", 20) &&
+		    memmem(line, end + 1 - line, needle, strlen(needle)))
+			return true;
+	}
+	return false;
 }
 
-FIXTURE_TEARDOWN(filters)
+/* @a is refused with -EINVAL, logged as "balance: @reason"; nothing moves. */
+static void expect_refused(struct __test_metadata *_metadata, struct world *w,
+			   struct btrfs_ioctl_balance_args *a,
+			   const char *reason)
+{
+	struct chunk_list before;
+	struct kmsg k;
+	int ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, kmsg_start(&k));
+	ret = balance_v2(w->fd, a);
+	EXPECT_EQ(-EINVAL, ret) TH_LOG("expected to be refused: %s", reason);
+	EXPECT_TRUE(logged_balance_error(&k, reason))
+		TH_LOG("no \"BTRFS error ...: balance: %s\" in the log:\n%s",
+		       reason, k.text ? k.text : "(empty)");
+	kmsg_end(&k);
+	expect_unchanged(_metadata, w, &before);
+}
+
+/* @a (selecting no chunk) is accepted: 0, no error logged, nothing moves. */
+static void expect_accepted(struct __test_metadata *_metadata, struct world *w,
+			    struct btrfs_ioctl_balance_args *a,
+			    const char *what)
+{
+	struct chunk_list before;
+	struct kmsg k;
+	int ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, kmsg_start(&k));
+	ret = balance_v2(w->fd, a);
+	EXPECT_EQ(0, ret) TH_LOG("expected to be accepted: %s", what);
+	EXPECT_EQ(0, kmsg_contains(&k, "BTRFS error"))
+		TH_LOG("%s: an error was logged:\n%s", what, k.text);
+	kmsg_end(&k);
+	EXPECT_EQ(0ULL, a->stat.completed);
+	expect_unchanged(_metadata, w, &before);
+}
+
+/* ---- Layout: the chunks mkfs makes, named ---- */
+
+/*
+ * mkfs.btrfs -d single -m raid1 on three devices (btrfs-progs 6.2) makes
+ * three chunks, adjacent in the logical address space, in this order:
+ *   D0  data single, its stripe on devid 1;
+ *   S   system raid1, on devids 2 and 3, at the start of both;
+ *   M   metadata raid1, on devids 2 and 3, right after S on both.
+ * Nothing else is written: every relocation is of a nearly empty chunk.
+ * Relocating D0, the only data chunk, first allocates a new (single) one.
+ */
+FIXTURE(layout) {
+	struct world w;
+	struct chunk d0, s, m;
+};
+
+FIXTURE_SETUP(layout)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 3, .data = "single", .meta = "raid1",
+	};
+	const struct chunk_stripe *s2, *m2;
+	struct chunk_list l;
+	int i;
+
+	if (!world_setup(_metadata, &self->w, &spec))
+		return;
+	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
+	if (l.n != 3)
+		log_chunks(_metadata, &l);
+	ASSERT_EQ(3, l.n);
+	self->d0 = l.c[0];
+	self->s = l.c[1];
+	self->m = l.c[2];
+	ASSERT_EQ(BG_DATA, self->d0.type);
+	ASSERT_EQ(BG_SYS | RAID1, self->s.type);
+	ASSERT_EQ(BG_META | RAID1, self->m.type);
+	/* Devices. */
+	ASSERT_EQ(1U, self->d0.num_stripes);
+	ASSERT_EQ(1ULL, self->d0.stripes[0].devid);
+	for (i = 1; i <= 3; i++) {
+		ASSERT_EQ(i != 1, stripe_on(&self->s, i) != NULL);
+		ASSERT_EQ(i != 1, stripe_on(&self->m, i) != NULL);
+	}
+	/* Neighbours, logical and on devid 2. */
+	ASSERT_EQ(chunk_end(&self->d0), self->s.start);
+	ASSERT_EQ(chunk_end(&self->s), self->m.start);
+	s2 = stripe_on(&self->s, 2);
+	m2 = stripe_on(&self->m, 2);
+	ASSERT_EQ(s2->offset + stripe_length(&self->s), m2->offset);
+}
+
+FIXTURE_TEARDOWN(layout)
 {
 	world_teardown(_metadata, &self->w);
 }
 
-TEST_F_TIMEOUT(filters, data_flag_moves_every_data_chunk_only, 120)
+TEST_F_TIMEOUT(layout, type_flags_select_the_chunks_of_their_type, 120)
 {
 	struct btrfs_ioctl_balance_args a;
-	struct chunk_list before;
-	bool expect[MAX_CHUNKS];
-	int i;
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &before));
-	for (i = 0; i < before.n; i++)
-		expect[i] = before.c[i].type & BTRFS_BLOCK_GROUP_DATA;
 	request(&a, BTRFS_BALANCE_DATA, NULL);
-	balance_expecting(_metadata, &self->w, &a, &before, expect);
-	verify_dataset(_metadata, &self->w);
+	balance_moves(_metadata, &self->w, &a, &self->d0.start, 1);
+	request(&a, BTRFS_BALANCE_METADATA, NULL);
+	balance_moves(_metadata, &self->w, &a, &self->m.start, 1);
+	request(&a, BTRFS_BALANCE_SYSTEM, NULL);
+	balance_moves(_metadata, &self->w, &a, &self->s.start, 1);
 }
 
-TEST_F_TIMEOUT(filters, profiles_selects_chunks_of_the_listed_profiles, 120)
+TEST_F_TIMEOUT(layout, profiles_select_the_chunks_of_the_listed_profiles, 120)
 {
 	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_PROFILES };
-	struct chunk_list l;
-	__u64 all = 0, first;
-	int i;
+	struct btrfs_ioctl_balance_args a;
+	const __u64 sm[] = { self->s.start, self->m.start };
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	for (i = 0; i < l.n; i++)
-		all |= chunk_profile(l.c[i].type);
-	/* The profile of the lowest chunk (single: the extended format bit). */
-	first = chunk_profile(l.c[0].type);
-	b.profiles = first;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	b.profiles = all & ~first;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	verify_dataset(_metadata, &self->w);
+	/* No chunk has either profile. */
+	b.profiles = BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID10;
+	balance_moves_nothing(_metadata, &self->w, ALL_TYPES, &b);
+	b.profiles = RAID1;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, sm, 2);
+	/* S and M are raid1 again, elsewhere: only D0 is single. */
+	b.profiles = SINGLE;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->d0.start, 1);
 }
 
-TEST_F_TIMEOUT(filters, usage_zero_moves_only_empty_chunks, 120)
-{
-	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_USAGE };
-	struct watch watch = { .moves = true };
-	struct chunk_list l;
-	int i;
-
-	write_dataset(_metadata, &self->w, 3);
-	/* f00 alone filled the first data chunk: deleting it empties it. */
-	remove_file(_metadata, &self->w, 0);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	for (i = 0; i < l.n; i++)
-		if ((l.c[i].type & BTRFS_BLOCK_GROUP_DATA) && !l.c[i].used)
-			break;
-	ASSERT_GT(l.n, i) TH_LOG("no empty data chunk after deleting f00");
-	watch.start = l.c[i].start;
-	b.usage = 0;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, &watch);
-	verify_dataset(_metadata, &self->w);
-}
-
-TEST_F_TIMEOUT(filters, usage_range_and_threshold_select_by_fill, 120)
-{
-	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_USAGE_RANGE };
-
-	write_dataset(_metadata, &self->w, 3);
-	/* At least 1% and less than 100% used: not the full first data chunk. */
-	b.usage_min = 1;
-	b.usage_max = 100;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	memset(&b, 0, sizeof(b));
-	b.flags = BTRFS_BALANCE_ARGS_USAGE;
-	b.usage = 50;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	verify_dataset(_metadata, &self->w);
-}
-
-TEST_F_TIMEOUT(filters, devid_selects_chunks_with_a_stripe_there, 120)
+TEST_F_TIMEOUT(layout, devid_selects_the_chunks_with_a_stripe_there, 120)
 {
 	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_DEVID };
 	struct btrfs_ioctl_balance_args a;
+	const __u64 sm[] = { self->s.start, self->m.start };
 	struct chunk_list l;
-	bool sel[MAX_CHUNKS];
-	int devid, n = 0;
+	int i;
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	/* A device that holds some chunks but not all of them. */
-	for (devid = 1; devid <= self->w.ndevs; devid++) {
-		b.devid = devid;
-		request(&a, ALL_TYPES, &b);
-		n = select_by_filters(&l, &a, sel);
-		if (n > 0 && n < l.n)
-			break;
-	}
-	ASSERT_GE(self->w.ndevs, devid) TH_LOG("every device holds all chunks");
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	verify_dataset(_metadata, &self->w);
+	b.devid = 1;
+	request(&a, ALL_TYPES, &b);
+	balance_check(_metadata, &self->w, &a, &self->d0.start, 1, 1, &l);
+	/*
+	 * The data chunk allocated for D0's relocation went to devid 1, the
+	 * device with the most free space: only S and M are on devid 3.
+	 */
+	i = top_kind(&l, BG_DATA);
+	ASSERT_LE(0, i);
+	ASSERT_EQ(NULL, stripe_on(&l.c[i], 3));
+	b.devid = 3;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, sm, 2);
 }
 
-TEST_F_TIMEOUT(filters, drange_is_half_open, 120)
+TEST_F_TIMEOUT(layout, drange_is_half_open, 120)
 {
 	struct btrfs_balance_args b = {
 		.flags = BTRFS_BALANCE_ARGS_DEVID | BTRFS_BALANCE_ARGS_DRANGE,
+		.devid = 2,
 	};
-	struct watch watch = { 0 };
-	struct chunk_list l;
-	__u64 p = 0, end = 0;
-	int i, j, s, t;
+	const struct chunk_stripe *s2 = stripe_on(&self->s, 2);
+	__u64 end = s2->offset + stripe_length(&self->s);
+	struct btrfs_ioctl_balance_args a;
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	/* A stripe with another chunk's stripe right after it on its device. */
-	for (i = 0; i < l.n; i++) {
-		for (s = 0; s < (int)l.c[i].num_stripes; s++) {
-			p = l.c[i].stripes[s].offset;
-			end = p + stripe_length(&l.c[i]);
-			for (j = 0; j < l.n; j++)
-				for (t = 0; j != i && t < (int)l.c[j].num_stripes; t++)
-					if (l.c[j].stripes[t].devid ==
-					    l.c[i].stripes[s].devid &&
-					    l.c[j].stripes[t].offset == end)
-						goto found;
-		}
-	}
-found:
-	ASSERT_GT(l.n, i) TH_LOG("no two adjacent device extents");
-	b.devid = l.c[i].stripes[s].devid;
-	watch.start = l.c[i].start;
-	/* [end, end + 1): the next extent on the device, not this one. */
+	/* [end, end): not S, which ends there, nor M, which starts there. */
+	b.pstart = end;
+	b.pend = end;
+	balance_moves_nothing(_metadata, &self->w, ALL_TYPES, &b);
+	/* [start of S, end): S, not M, which starts at the end. */
+	b.pstart = s2->offset;
+	b.pend = end;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->s.start, 1);
+	/* [end, end + 1): the first byte of M. */
 	b.pstart = end;
 	b.pend = end + 1;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, &watch);
-	/* [start, end): this one and nothing else. */
-	b.pstart = p;
-	b.pend = end;
-	watch.moves = true;
-	watch.alone = true;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, &watch);
-	verify_dataset(_metadata, &self->w);
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->m.start, 1);
 }
 
-TEST_F_TIMEOUT(filters, vrange_is_half_open, 120)
+TEST_F_TIMEOUT(layout, vrange_is_half_open, 120)
 {
 	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_VRANGE };
-	struct watch watch = { 0 };
-	struct chunk_list l;
-	__u64 start, end;
-	int i;
+	struct btrfs_ioctl_balance_args a;
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	/* A chunk with a chunk ending where it starts and one starting where it ends. */
-	for (i = 1; i < l.n - 1; i++)
-		if (l.c[i - 1].start + l.c[i - 1].length == l.c[i].start &&
-		    l.c[i].start + l.c[i].length == l.c[i + 1].start)
-			break;
-	ASSERT_GT(l.n - 1, i) TH_LOG("no chunk between two adjacent ones");
-	start = l.c[i].start;
-	end = start + l.c[i].length;
-	watch.start = start;
-	/* [start - 1, start): the last byte of the chunk below only. */
-	b.vstart = start - 1;
-	b.vend = start;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, &watch);
-	/* [end, end + 1): the first byte of the chunk above only. */
-	b.vstart = end;
-	b.vend = end + 1;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, &watch);
-	/* [start, end): exactly this chunk. */
-	b.vstart = start;
-	b.vend = end;
-	watch.moves = true;
-	watch.alone = true;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, &watch);
+	/* [start of S - 1, start of S): the last byte of D0, not S. */
+	b.vstart = self->s.start - 1;
+	b.vend = self->s.start;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->d0.start, 1);
+	/* [end of S, + 1): the first byte of M, not S. */
+	b.vstart = chunk_end(&self->s);
+	b.vend = b.vstart + 1;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->m.start, 1);
+	/* [start of S, end of S): S alone. */
+	b.vstart = self->s.start;
+	b.vend = chunk_end(&self->s);
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->s.start, 1);
+}
+
+TEST_F_TIMEOUT(layout, stripes_range_bounds_are_inclusive, 120)
+{
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_STRIPES_RANGE,
+	};
+	struct btrfs_ioctl_balance_args a;
+	const __u64 sm[] = { self->s.start, self->m.start };
+
+	/* D0 has one stripe, S and M (raid1) two each. */
+	b.stripes_min = 3;
+	b.stripes_max = 5;
+	balance_moves_nothing(_metadata, &self->w, ALL_TYPES, &b);
+	b.stripes_min = 2;
+	b.stripes_max = 3;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, sm, 2);
+	b.stripes_min = 0;
+	b.stripes_max = 1;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->d0.start, 1);
+}
+
+/* ---- Fill: data chunks of known fill ---- */
+
+/*
+ * Two 80 MiB devices, so that a data chunk is 16 MiB (10% of the space,
+ * rounded up to 16 MiB), mkfs -d single -m single (all on devid 1), then:
+ *   C  the 8 MiB single data chunk of mkfs, left empty;
+ *   A  a raid1 data chunk, 3/4 full (12 MiB file f01);
+ *   B  a raid1 data chunk, half full (8 MiB file f02), the highest.
+ * The files are written while a convert to raid1, which selects no chunk,
+ * waits at the relocation hold point: meanwhile the allocator puts new data
+ * in raid1 chunks, C stays empty.  Afterwards raid1 is preferred to single:
+ * a relocation without convert goes to raid1, never to C; and C, the only
+ * single data chunk, is never deleted as unused.
+ *
+ * The relocation of C (single) makes the allocator add an empty raid1 chunk
+ * (a profile change), which may be deleted as unused at any time: a test
+ * relocates C only in its last balance.
+ */
+#define FILL_A		(12 * SZ_1M)
+#define FILL_B		(8 * SZ_1M)
+
+/* The logical starts of the chunks. */
+struct fill_layout {
+	__u64 a, b, c;
+};
+
+FIXTURE(fill) {
+	struct world w;
+	struct fill_layout f;
+};
+
+FIXTURE_SETUP(fill)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 2, .data = "single", .meta = "single", .size = "80M",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
+}
+
+FIXTURE_TEARDOWN(fill)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+/* Wait until the balance thread of @w is held at @point. */
+static int wait_held(struct world *w, unsigned long point)
+{
+	__u64 end = now_ms() + HANG_MS;
+	unsigned long set, held;
+	int ret;
+
+	while (now_ms() < end) {
+		ret = balance_hold_get(&set, &held);
+		if (ret)
+			return ret;
+		if (held & point)
+			return 0;
+		if (balance_thread_done(&w->bt))
+			return -ESRCH;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Build the fill layout (in the test, so that teardown clears the hold). */
+static void build_fill(struct __test_metadata *_metadata, struct world *w,
+		       struct fill_layout *f)
+{
+	struct btrfs_ioctl_balance_args conv;
+	struct btrfs_balance_args b;
+	const struct chunk *a, *bb, *c;
+	struct chunk_list l;
+	int ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(1, count_kind(&l, BG_DATA));
+	c = &l.c[nth_kind(&l, BG_DATA, 0)];
+	ASSERT_EQ(BG_DATA, c->type);
+	f->c = c->start;
+
+	convert_args(&b, RAID1);
+	b.flags |= BTRFS_BALANCE_ARGS_VRANGE;
+	b.vend = 1;
+	request(&conv, BTRFS_BALANCE_DATA, &b);
+	w->holds = true;
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &conv));
+	ret = wait_held(w, HOLD_RELOCATION);
+	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
+				 ret, w->bt.ret);
+	add_file(_metadata, w, 1, FILL_A);
+	add_file(_metadata, w, 2, FILL_B);
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	EXPECT_EQ(0ULL, w->bt.args.stat.completed);
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	if (count_kind(&l, BG_DATA) != 3)
+		log_chunks(_metadata, &l);
+	ASSERT_EQ(3, count_kind(&l, BG_DATA));
+	c = &l.c[nth_kind(&l, BG_DATA, 0)];
+	a = &l.c[nth_kind(&l, BG_DATA, 1)];
+	bb = &l.c[nth_kind(&l, BG_DATA, 2)];
+	f->a = a->start;
+	f->b = bb->start;
+	ASSERT_EQ(f->c, c->start);
+	ASSERT_EQ(BG_DATA, c->type);
+	ASSERT_EQ(0ULL, c->used);
+	ASSERT_EQ(BG_DATA | RAID1, a->type);
+	ASSERT_EQ(BG_DATA | RAID1, bb->type);
+	ASSERT_EQ(16 * SZ_1M, a->length);
+	ASSERT_EQ(16 * SZ_1M, bb->length);
+	ASSERT_EQ(FILL_A, a->used);
+	ASSERT_EQ(FILL_B, bb->used);
+	/* B is the highest chunk of all. */
+	ASSERT_EQ(l.n - 1, find_chunk(&l, f->b));
+}
+
+TEST_F_TIMEOUT(fill, usage_zero_relocates_only_the_empty_chunk, 120)
+{
+	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_USAGE };
+	struct btrfs_ioctl_balance_args a;
+
+	build_fill(_metadata, &self->w, &self->f);
+	/* Metadata and system chunks are not empty either. */
+	b.usage = 0;
+	request(&a, ALL_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, &self->f.c, 1);
 	verify_dataset(_metadata, &self->w);
 }
 
-TEST_F_TIMEOUT(filters, limit_takes_at_most_n_chunks_from_the_top, 120)
+TEST_F_TIMEOUT(fill, usage_takes_chunks_filled_below_the_percentage, 120)
+{
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_USAGE | BTRFS_BALANCE_ARGS_PROFILES,
+		.profiles = RAID1,	/* leaves C out */
+	};
+	struct btrfs_ioctl_balance_args a;
+	struct chunk_list l;
+	__u64 moves[2];
+	int i;
+
+	build_fill(_metadata, &self->w, &self->f);
+	/* B is half full: not below 50%, below 51%. */
+	b.usage = 50;
+	balance_moves_nothing(_metadata, &self->w, BTRFS_BALANCE_DATA, &b);
+	b.usage = 51;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_check(_metadata, &self->w, &a, &self->f.b, 1, 1, &l);
+	/* B's data went to a new chunk, B2, as full as B was. */
+	i = top_kind(&l, BG_DATA);
+	ASSERT_LE(0, i);
+	ASSERT_LT(self->f.b, l.c[i].start);
+	ASSERT_EQ(FILL_B, l.c[i].used);
+	ASSERT_EQ(16 * SZ_1M, l.c[i].length);
+	/* Without the profile, usage=75: B2 and C (empty), not A (3/4). */
+	moves[0] = l.c[i].start;
+	moves[1] = self->f.c;
+	b.flags = BTRFS_BALANCE_ARGS_USAGE;
+	b.usage = 75;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_moves(_metadata, &self->w, &a, moves, 2);
+	verify_dataset(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(fill, usage_range_applies_when_both_usage_flags_are_set, 120)
+{
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_USAGE_RANGE,
+	};
+	struct btrfs_ioctl_balance_args a;
+	struct chunk_list l;
+	__u64 moves[2];
+	int i;
+
+	build_fill(_metadata, &self->w, &self->f);
+	/* MIN% <= used < MAX%: B (50%) is not below 50%. */
+	b.usage_min = 1;
+	b.usage_max = 50;
+	balance_moves_nothing(_metadata, &self->w, BTRFS_BALANCE_DATA, &b);
+	/*
+	 * btrfs-progs sends usage=MIN..MAX with both flags: the range
+	 * applies, not the single value (which, sharing its bytes, reads
+	 * 60 << 32 | 1, and would take every chunk not full: A, B and C).
+	 */
+	b.flags = BTRFS_BALANCE_ARGS_USAGE | BTRFS_BALANCE_ARGS_USAGE_RANGE;
+	b.usage_min = 1;
+	b.usage_max = 60;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_check(_metadata, &self->w, &a, &self->f.b, 1, 1, &l);
+	/* B's data went to a new chunk, B2, as full as B was. */
+	i = top_kind(&l, BG_DATA);
+	ASSERT_LE(0, i);
+	ASSERT_EQ(-1, find_chunk(&l, self->f.b));
+	ASSERT_LT(self->f.b, l.c[i].start);
+	ASSERT_EQ(FILL_B, l.c[i].used);
+	ASSERT_EQ(16 * SZ_1M, l.c[i].length);
+	/* usage=0..60, as "btrfs balance start -dusage=0..60": B2 and C. */
+	moves[0] = l.c[i].start;
+	moves[1] = self->f.c;
+	b.usage_min = 0;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_moves(_metadata, &self->w, &a, moves, 2);
+	verify_dataset(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(fill, limit_takes_the_highest_n_or_all_when_fewer_match, 180)
 {
 	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_LIMIT };
 	struct btrfs_ioctl_balance_args a;
+	__u64 ba[2], all[MAX_CHUNKS];
 	struct chunk_list l;
-	bool expect[MAX_CHUNKS];
-	int i, ndata;
+	int i, n = 0;
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	ASSERT_LE(2, count_type(&l, BTRFS_BLOCK_GROUP_DATA));
-	/* limit=1: the first data chunk of the walk, which goes top down. */
-	for (i = 0; i < l.n; i++)
-		expect[i] = i == top_data_chunk(&l);
-	b.limit = 1;
+	build_fill(_metadata, &self->w, &self->f);
+	ba[0] = self->f.b;
+	ba[1] = self->f.a;
+	/* Three data chunks match, limit=2: the two highest, B and A. */
+	b.limit = 2;
 	request(&a, BTRFS_BALANCE_DATA, &b);
-	balance_expecting(_metadata, &self->w, &a, &l, expect);
+	balance_check(_metadata, &self->w, &a, ba, 2, 2, &l);
 	/* The returned request shows the limit as given, not consumed. */
 	EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, a.data.flags);
-	EXPECT_EQ(1ULL, a.data.limit);
+	EXPECT_EQ(2ULL, a.data.limit);
 
-	/* limit=N with fewer matching chunks: all of them, no minimum. */
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	ndata = count_type(&l, BTRFS_BLOCK_GROUP_DATA);
+	/*
+	 * C and the two chunks that took B's and A's data match: limit=5
+	 * takes all three.  (limit shares its bytes with limit_min and
+	 * limit_max: a minimum of 5 read from it would take none.)
+	 */
 	for (i = 0; i < l.n; i++)
-		expect[i] = l.c[i].type & BTRFS_BLOCK_GROUP_DATA;
-	b.limit = ndata + 2;
+		if (chunk_kind(&l.c[i]) == BG_DATA)
+			all[n++] = l.c[i].start;
+	ASSERT_EQ(3, n);
+	b.limit = 5;
 	request(&a, BTRFS_BALANCE_DATA, &b);
-	balance_expecting(_metadata, &self->w, &a, &l, expect);
-	EXPECT_EQ((__u64)ndata + 2, a.data.limit);
+	balance_moves(_metadata, &self->w, &a, all, n);
+	EXPECT_EQ(5ULL, a.data.limit);
 	verify_dataset(_metadata, &self->w);
 }
 
-TEST_F_TIMEOUT(filters, limit_range_needs_its_minimum, 120)
+TEST_F_TIMEOUT(fill, limit_range_takes_nothing_below_its_minimum, 180)
 {
-	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_LIMIT_RANGE };
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_LIMIT_RANGE,
+	};
+	struct btrfs_ioctl_balance_args a;
+	__u64 ba[2];
+
+	build_fill(_metadata, &self->w, &self->f);
+	ba[0] = self->f.b;
+	ba[1] = self->f.a;
+	/* Three data chunks match, fewer than 4: none is taken. */
+	b.limit_min = 4;
+	b.limit_max = 5;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_check(_metadata, &self->w, &a, NULL, 0, 3, NULL);
+	/* limit=1..2: at least one matches, up to two, the highest. */
+	b.limit_min = 1;
+	b.limit_max = 2;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_moves(_metadata, &self->w, &a, ba, 2);
+	EXPECT_EQ(1U, a.data.limit_min);
+	EXPECT_EQ(2U, a.data.limit_max);
+	verify_dataset(_metadata, &self->w);
+}
+
+/* ---- Mixed block groups ---- */
+
+/*
+ * mkfs --mixed on one 128 MiB device: a system chunk and an 8 MiB mixed
+ * chunk; a 44 MiB file fallocated then deleted leaves three more mixed
+ * chunks of 16 MiB, nearly empty (unused mixed chunks are never deleted).
+ * Data and metadata share the chunks: a request must select both, with the
+ * same args, and a mixed chunk counts once against the limits.
+ */
+#define MIXED_BULK	(44 * SZ_1M)
+
+FIXTURE(mixed) {
+	struct world w;
+	struct chunk_list l;	/* the layout, built */
+	int nmixed;
+};
+
+FIXTURE_SETUP(mixed)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 1, .data = "single", .meta = "single", .size = "128M",
+		.mixed = true,
+	};
+	char path[PATH_SIZE];
+	int fd;
+
+	if (!world_setup(_metadata, &self->w, &spec))
+		return;
+	add_file(_metadata, &self->w, 0, SZ_1M);
+	snprintf(path, sizeof(path), "%s/bulk", self->w.env.mnt);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, fallocate(fd, 0, 0, MIXED_BULK));
+	close(fd);
+	ASSERT_EQ(0, syncfs(self->w.fd));
+	ASSERT_EQ(0, unlink(path));
+	ASSERT_EQ(0, read_chunks(self->w.fd, &self->l));
+	self->nmixed = count_kind(&self->l, BG_MIXED);
+	if (self->nmixed < 4)
+		log_chunks(_metadata, &self->l);
+	ASSERT_LE(4, self->nmixed);
+	ASSERT_EQ(self->nmixed + 1, self->l.n);
+	ASSERT_EQ(1, count_kind(&self->l, BG_SYS));
+}
+
+FIXTURE_TEARDOWN(mixed)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+/* The starts of the @n highest mixed chunks of @l. */
+static void highest_mixed(const struct chunk_list *l, __u64 *starts, int n)
+{
+	int i, k = 0;
+
+	for (i = l->n - 1; i >= 0 && k < n; i--)
+		if (chunk_kind(&l->c[i]) == BG_MIXED)
+			starts[k++] = l->c[i].start;
+}
+
+TEST_F_TIMEOUT(mixed, data_and_metadata_need_the_same_args, 120)
+{
+	static const char reason[] =
+		"mixed groups data and metadata options must be the same";
+	struct btrfs_ioctl_balance_args a;
+
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	expect_refused(_metadata, &self->w, &a, reason);
+	noop_request(&a, BTRFS_BALANCE_METADATA | BTRFS_BALANCE_SYSTEM);
+	expect_refused(_metadata, &self->w, &a, reason);
+	noop_request(&a, MIXED_TYPES);
+	a.meta.vend = 2;
+	expect_refused(_metadata, &self->w, &a, reason);
+	noop_request(&a, MIXED_TYPES);
+	expect_accepted(_metadata, &self->w, &a, "the same args for both");
+	noop_request(&a, ALL_TYPES);
+	a.sys.vend = 2;		/* system args are free */
+	expect_accepted(_metadata, &self->w, &a, "system args of their own");
+}
+
+TEST_F_TIMEOUT(mixed, limit_takes_exactly_n_mixed_chunks, 120)
+{
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_LIMIT,
+		.limit = 2,
+	};
+	struct btrfs_ioctl_balance_args a;
+	__u64 top[2];
+
+	highest_mixed(&self->l, top, 2);
+	request(&a, MIXED_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, top, 2);
+	verify_dataset(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(mixed, limit_range_works_on_mixed_chunks, 120)
+{
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_LIMIT_RANGE,
+	};
+	struct btrfs_ioctl_balance_args a;
+	int n = self->nmixed;
+	__u64 top[MAX_CHUNKS];
+
+	/* One more than there are: counted, none taken. */
+	b.limit_min = n + 1;
+	b.limit_max = n + 2;
+	request(&a, MIXED_TYPES, &b);
+	balance_check(_metadata, &self->w, &a, NULL, 0, n, NULL);
+	/* The minimum is there: up to the maximum, the highest. */
+	b.limit_min = 1;
+	b.limit_max = n - 1;
+	highest_mixed(&self->l, top, n - 1);
+	request(&a, MIXED_TYPES, &b);
+	balance_moves(_metadata, &self->w, &a, top, n - 1);
+	verify_dataset(_metadata, &self->w);
+}
+
+/* ---- ENOSPC: a convert without room for every chunk ---- */
+
+/*
+ * One 64 MiB device (no superblock copy at 64 MiB to cut chunks), mkfs
+ * -d single -m single.  Its 6.5 MiB metadata chunk is too small for what a
+ * relocation reserves once the device is full: a metadata balance first
+ * moves it to a 16 MiB one.  Then f00 (1 MiB) goes to D0, the data chunk
+ * of mkfs, and f01, 16 MiB in one extent, to a new 16 MiB chunk X, the
+ * highest.  No hole left on the device reaches 32 MiB.
+ *
+ * Converting data to dup walks X first.  A dup chunk keeps both copies in
+ * one hole, so none can hold X's extent, which is relocated whole: ENOSPC,
+ * X stays.  D0's 1 MiB fits in the dup chunk made for X: D0 moves.  The
+ * balance goes on after X and ends with -ENOSPC.
+ */
+#define ENOSPC_DEV	(64 * SZ_1M)
+
+FIXTURE(enospc) {
+	struct world w;
+};
+
+FIXTURE_SETUP(enospc)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 1, .data = "single", .meta = "single", .size = "64M",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
+}
+
+FIXTURE_TEARDOWN(enospc)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+/* The largest hole on devid 1 of a one-device filesystem of @size. */
+static __u64 largest_hole(const struct chunk_list *l, __u64 size)
+{
+	__u64 pos = SZ_1M, best = 0;	/* the first 1 MiB is reserved */
+	bool found = true;
+	__u32 s;
+	int i;
+
+	while (found) {
+		__u64 next = size, end = 0;
+
+		/* The dev extent at or after pos that starts first. */
+		found = false;
+		for (i = 0; i < l->n; i++)
+			for (s = 0; s < l->c[i].num_stripes; s++) {
+				__u64 off = l->c[i].stripes[s].offset;
+
+				if (off >= pos && off < next) {
+					next = off;
+					end = off + stripe_length(&l->c[i]);
+					found = true;
+				}
+			}
+		if (next - pos > best)
+			best = next - pos;
+		pos = end;
+	}
+	return best;
+}
+
+TEST_F_TIMEOUT(enospc, convert_skips_the_chunk_without_room_and_fails, 180)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	const struct chunk *d0, *x;
+	struct chunk_list l, after;
+	__u64 d0_start;
+	struct kmsg k;
+	int i, ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(1, count_kind(&l, BG_META));
+	i = nth_kind(&l, BG_META, 0);
+	request(&a, BTRFS_BALANCE_METADATA, NULL);
+	balance_moves(_metadata, w, &a, &l.c[i].start, 1);
+	add_file(_metadata, w, 0, SZ_1M);
+	add_file(_metadata, w, 1, 16 * SZ_1M);
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	if (count_kind(&l, BG_DATA) != 2)
+		log_chunks(_metadata, &l);
+	ASSERT_EQ(2, count_kind(&l, BG_DATA));
+	d0 = &l.c[nth_kind(&l, BG_DATA, 0)];
+	x = &l.c[nth_kind(&l, BG_DATA, 1)];
+	ASSERT_EQ(BG_DATA, d0->type);
+	ASSERT_EQ(SZ_1M, d0->used);
+	ASSERT_EQ(BG_DATA, x->type);
+	ASSERT_EQ(16 * SZ_1M, x->used);
+	ASSERT_EQ(l.n - 1, find_chunk(&l, x->start));
+	/* No dup chunk of 16 MiB can be made: no hole holds two copies. */
+	ASSERT_GT(2 * x->used, largest_hole(&l, ENOSPC_DEV));
+	d0_start = d0->start;
+
+	/*
+	 * On an error the ioctl does not copy the request back: the counts
+	 * are read from progress while the balance waits before its first
+	 * chunk.
+	 */
+	w->holds = true;
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	convert_request(&a, BTRFS_BALANCE_DATA, BTRFS_BLOCK_GROUP_DUP);
+	ASSERT_EQ(0, kmsg_start(&k));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	ret = wait_held(w, HOLD_RELOCATION);
+	ASSERT_EQ(0, ret) TH_LOG("not held: %d (ioctl: %d)", ret, w->bt.ret);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(2ULL, p.stat.expected);
+	EXPECT_EQ(0ULL, p.stat.considered);
+	EXPECT_EQ(0ULL, p.stat.completed);
+	ASSERT_EQ(0, balance_hold_set(0));
+	EXPECT_EQ(-ENOSPC, balance_thread_join(&w->bt));
+
+	EXPECT_EQ(1, kmsg_contains(&k, "): 1 enospc errors during balance\n"))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: -28\n"));
+	kmsg_end(&k);
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
+	EXPECT_EQ(0, balance_item_present(w->fd));
+	/* X is still there, single; D0's data moved to dup. */
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	for (i = 0; i < l.n; i++) {
+		EXPECT_EQ(l.c[i].start == d0_start, chunk_moved(&l, i, &after))
+			TH_LOG("at %llu", (unsigned long long)l.c[i].start);
+	}
+	i = find_chunk(&after, l.c[nth_kind(&l, BG_DATA, 1)].start);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(16 * SZ_1M, after.c[i].used);
+	EXPECT_EQ(1, count_data_not(&after, BTRFS_BLOCK_GROUP_DUP));
+	if (_metadata->exit_code)
+		log_chunks(_metadata, &after);
+	verify_dataset(_metadata, w);
+}
+
+/* ---- Swapfile: its block group stays ---- */
+
+/*
+ * One 128 MiB device, mkfs -d single -m single.  A 4 MiB swapfile
+ * ("btrfs filesystem mkswapfile") takes the start of D0, the 8 MiB data
+ * chunk of mkfs; f01 (8 MiB) then goes to a new data chunk X.  With the
+ * swapfile active, a data balance relocates X and skips D0.
+ */
+FIXTURE(swapfile) {
+	struct world w;
+	char path[PATH_SIZE];
+	bool active;
+};
+
+FIXTURE_SETUP(swapfile)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 1, .data = "single", .meta = "single", .size = "128M",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
+	snprintf(self->path, sizeof(self->path), "%s/swapfile",
+		 self->w.env.mnt);
+}
+
+FIXTURE_TEARDOWN(swapfile)
+{
+	if (self->active)
+		EXPECT_EQ(0, swapoff(self->path))
+			TH_LOG("swapoff %s: %s", self->path, strerror(errno));
+	world_teardown(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(swapfile, its_block_group_is_skipped, 120)
+{
+	char *mkswap[] = {
+		"btrfs", "filesystem", "mkswapfile", "--size", "4m",
+		self->path, NULL,
+	};
+	struct world *w = &self->w;
 	struct btrfs_ioctl_balance_args a;
 	struct chunk_list l;
-	bool expect[MAX_CHUNKS];
-	__u64 ndata;
-	int i;
+	char line[128];
+	struct kmsg k;
+	__u64 d0, x;
 
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	ASSERT_LE(2, count_type(&l, BTRFS_BLOCK_GROUP_DATA));
-	/* limit=1..1: the top data chunk. */
-	for (i = 0; i < l.n; i++)
-		expect[i] = i == top_data_chunk(&l);
-	b.limit_min = 1;
-	b.limit_max = 1;
-	request(&a, BTRFS_BALANCE_DATA, &b);
-	balance_expecting(_metadata, &self->w, &a, &l, expect);
-	EXPECT_EQ(1U, a.data.limit_min);
-	EXPECT_EQ(1U, a.data.limit_max);
+	ASSERT_EQ(0, run_cmd(mkswap));
+	ASSERT_EQ(0, syncfs(w->fd));
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(1, count_kind(&l, BG_DATA));
+	d0 = l.c[nth_kind(&l, BG_DATA, 0)].start;
+	ASSERT_EQ(4 * SZ_1M, l.c[nth_kind(&l, BG_DATA, 0)].used);
+	ASSERT_EQ(0, swapon(self->path, 0))
+		TH_LOG("swapon %s: %s", self->path, strerror(errno));
+	self->active = true;
+	add_file(_metadata, w, 1, 8 * SZ_1M);
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(2, count_kind(&l, BG_DATA));
+	ASSERT_EQ(d0, l.c[nth_kind(&l, BG_DATA, 0)].start);
+	x = l.c[nth_kind(&l, BG_DATA, 1)].start;
 
-	/* A minimum above the number of data chunks: counted, none relocated. */
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	ndata = count_type(&l, BTRFS_BLOCK_GROUP_DATA);
-	b.limit_min = ndata + 1;
-	b.limit_max = ndata + 2;
-	request(&a, BTRFS_BALANCE_DATA, &b);
-	ASSERT_EQ(0, balance_v2(self->w.fd, &a));
-	EXPECT_EQ(ndata, a.stat.expected);
-	EXPECT_EQ(0ULL, a.stat.completed);
-	EXPECT_EQ((__u64)l.n, a.stat.considered);
-	expect_unchanged(_metadata, &self->w, &l);
-	verify_dataset(_metadata, &self->w);
-}
-
-TEST_F_TIMEOUT(filters, stripes_range_bounds_are_inclusive, 120)
-{
-	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_STRIPES_RANGE };
-	__u32 lo = UINT32_MAX, hi = 0;
-	struct chunk_list l;
-	int i;
-
-	write_dataset(_metadata, &self->w, 3);
-	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	for (i = 0; i < l.n; i++) {
-		if (l.c[i].num_stripes < lo)
-			lo = l.c[i].num_stripes;
-		if (l.c[i].num_stripes > hi)
-			hi = l.c[i].num_stripes;
-	}
-	ASSERT_LT(lo, hi) TH_LOG("every chunk has %u stripes", lo);
-	b.stripes_min = hi;
-	b.stripes_max = hi;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	b.stripes_min = lo;
-	b.stripes_max = hi - 1;
-	filter_balance(_metadata, &self->w, ALL_TYPES, &b, NULL);
-	verify_dataset(_metadata, &self->w);
+	ASSERT_EQ(0, kmsg_start(&k));
+	request(&a, BTRFS_BALANCE_DATA, NULL);
+	/* Both counted, X relocated, D0 skipped: not an error. */
+	balance_check(_metadata, w, &a, &x, 1, 2, NULL);
+	snprintf(line, sizeof(line),
+		 "): skipping relocation of block group %llu due to active swapfile\n",
+		 (unsigned long long)d0);
+	EXPECT_EQ(1, kmsg_contains(&k, line))
+		TH_LOG("no \"%s\" in the log:\n%s", line, k.text ? k.text : "");
+	EXPECT_EQ(0, kmsg_contains(&k, "enospc errors"));
+	kmsg_end(&k);
+	ASSERT_EQ(0, swapoff(self->path));
+	self->active = false;
+	verify_dataset(_metadata, w);
 }
 
 /* ---- Converts: a chain of profiles per world ---- */
@@ -824,8 +1392,12 @@ FIXTURE_VARIANT_ADD(convert, one_device) {
 
 FIXTURE_SETUP(convert)
 {
-	world_setup(_metadata, &self->w, variant->ndevs, variant->ndevs,
-		    variant->data, variant->meta, NULL);
+	const struct fs_spec spec = {
+		.ndevs = variant->ndevs, .data = variant->data,
+		.meta = variant->meta,
+	};
+
+	world_setup(_metadata, &self->w, &spec);
 }
 
 FIXTURE_TEARDOWN(convert)
@@ -843,14 +1415,14 @@ static void convert_step(struct __test_metadata *_metadata, struct world *w,
 {
 	struct btrfs_ioctl_balance_args a;
 	struct chunk_list before, after;
-	bool expect[MAX_CHUNKS];
+	__u64 all[MAX_CHUNKS];
 	bool force = false;
 	char desc[256];
 	int i;
 
 	ASSERT_EQ(0, read_chunks(w->fd, &before));
 	for (i = 0; i < before.n; i++) {
-		expect[i] = true;
+		all[i] = before.c[i].start;
 		if (!(before.c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
 		    profile_is_redundant(chunk_profile(before.c[i].type)) &&
 		    !profile_is_redundant(step->meta))
@@ -862,14 +1434,11 @@ static void convert_step(struct __test_metadata *_metadata, struct world *w,
 	convert_args(&a.meta, step->meta);
 	convert_args(&a.sys, step->meta);
 	if (force) {
-		EXPECT_EQ(-EINVAL, balance_v2(w->fd, &a))
-			TH_LOG("metadata to %s without force",
-			       profile_name(step->meta));
-		expect_unchanged(_metadata, w, &before);
+		expect_refused(_metadata, w, &a,
+			REDUCES_REDUNDANCY);
 		a.flags |= BTRFS_BALANCE_FORCE;
 	}
-	balance_expecting(_metadata, w, &a, &before, expect);
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	balance_check(_metadata, w, &a, all, before.n, before.n, &after);
 	for (i = 0; i < after.n; i++) {
 		__u64 want = (after.c[i].type & BTRFS_BLOCK_GROUP_DATA) ?
 				step->data : step->meta;
@@ -895,13 +1464,13 @@ TEST_F_TIMEOUT(convert, soft_skips_chunks_already_converted, 180)
 	__u64 target = variant->steps[0].data;
 	struct btrfs_ioctl_balance_args a;
 	struct btrfs_balance_args b;
+	__u64 moves[MAX_CHUNKS];
 	struct chunk_list l;
-	bool expect[MAX_CHUNKS];
-	int i, ndata;
+	int i, n, ndata;
 
 	write_dataset(_metadata, &self->w, 2);
 	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	ndata = count_type(&l, BTRFS_BLOCK_GROUP_DATA);
+	ndata = count_kind(&l, BG_DATA);
 	ASSERT_LE(2, ndata);
 	ASSERT_EQ(ndata, count_data_not(&l, target));
 	/* Convert one chunk, the top one. */
@@ -909,22 +1478,23 @@ TEST_F_TIMEOUT(convert, soft_skips_chunks_already_converted, 180)
 	b.flags |= BTRFS_BALANCE_ARGS_LIMIT;
 	b.limit = 1;
 	request(&a, BTRFS_BALANCE_DATA, &b);
-	for (i = 0; i < l.n; i++)
-		expect[i] = i == top_data_chunk(&l);
-	balance_expecting(_metadata, &self->w, &a, &l, expect);
+	i = top_data_chunk(&l);
+	ASSERT_LE(0, i);
+	balance_moves(_metadata, &self->w, &a, &l.c[i].start, 1);
 
 	/* soft: only the chunks that do not have the target profile yet. */
 	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
-	ndata = count_type(&l, BTRFS_BLOCK_GROUP_DATA);
+	ndata = count_kind(&l, BG_DATA);
 	ASSERT_LT(0, count_data_not(&l, target));
 	ASSERT_GT(ndata, count_data_not(&l, target));
-	for (i = 0; i < l.n; i++)
-		expect[i] = (l.c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
-			    chunk_profile(l.c[i].type) != target;
+	for (i = n = 0; i < l.n; i++)
+		if ((l.c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
+		    chunk_profile(l.c[i].type) != target)
+			moves[n++] = l.c[i].start;
 	convert_args(&b, target);
 	b.flags |= BTRFS_BALANCE_ARGS_SOFT;
 	request(&a, BTRFS_BALANCE_DATA, &b);
-	balance_expecting(_metadata, &self->w, &a, &l, expect);
+	balance_moves(_metadata, &self->w, &a, moves, n);
 	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
 	EXPECT_EQ(0, count_data_not(&l, target));
 	verify_dataset(_metadata, &self->w);
@@ -936,18 +1506,13 @@ FIXTURE(errors) {
 	struct world w;
 };
 
-FIXTURE_VARIANT(errors) {
-	int ndevs;
-};
-
-FIXTURE_VARIANT_ADD(errors, three_devices) {
-	.ndevs = 3,
-};
-
 FIXTURE_SETUP(errors)
 {
-	world_setup(_metadata, &self->w, variant->ndevs, variant->ndevs,
-		    "single", "raid1", NULL);
+	static const struct fs_spec spec = {
+		.ndevs = 3, .data = "single", .meta = "raid1",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
 }
 
 FIXTURE_TEARDOWN(errors)
@@ -983,6 +1548,17 @@ static void expect_result(struct __test_metadata *_metadata, struct world *w,
 	expect_unchanged(_metadata, w, &before);
 }
 
+/* The args of the one type in @types. */
+static struct btrfs_balance_args *args_of(struct btrfs_ioctl_balance_args *a,
+					  __u64 types)
+{
+	if (types & BTRFS_BALANCE_DATA)
+		return &a->data;
+	if (types & BTRFS_BALANCE_METADATA)
+		return &a->meta;
+	return &a->sys;
+}
+
 TEST_F_TIMEOUT(errors, legacy_balance_ioctl_is_enotty, 60)
 {
 	struct btrfs_ioctl_vol_args va;
@@ -998,45 +1574,218 @@ TEST_F_TIMEOUT(errors, unknown_top_level_flag_bits_are_einval, 60)
 {
 	static const int bits[] = { 5, 6, 7, 10, 63 };
 	struct btrfs_ioctl_balance_args a;
-	char what[64];
+	char reason[96];
 	unsigned int i;
 
-	noop_request(&a, BTRFS_BALANCE_DATA);
-	expect_result(_metadata, &self->w, &a, 0, "the request without extra bits");
+	noop_request(&a, BTRFS_BALANCE_DATA | BTRFS_BALANCE_FORCE);
+	expect_accepted(_metadata, &self->w, &a, "without extra bits");
 	for (i = 0; i < ARRAY_SIZE(bits); i++) {
 		noop_request(&a, BTRFS_BALANCE_DATA);
 		a.flags |= 1ULL << bits[i];
-		snprintf(what, sizeof(what), "top-level flag bit %d", bits[i]);
-		expect_result(_metadata, &self->w, &a, -EINVAL, what);
+		snprintf(reason, sizeof(reason),
+			 "unknown flag bits 0x%llx in balance flags",
+			 1ULL << bits[i]);
+		expect_refused(_metadata, &self->w, &a, reason);
 	}
 }
 
-TEST_F_TIMEOUT(errors, unknown_per_type_flag_bit_is_einval, 60)
+TEST_F_TIMEOUT(errors, unknown_per_type_flag_bits_are_einval, 60)
 {
-	static const __u64 types[] = {
-		BTRFS_BALANCE_DATA, BTRFS_BALANCE_METADATA, BTRFS_BALANCE_SYSTEM,
+	static const struct {
+		__u64 type;
+		const char *name;
+	} types[] = {
+		{ BTRFS_BALANCE_DATA, "data" },
+		{ BTRFS_BALANCE_METADATA, "metadata" },
+		{ BTRFS_BALANCE_SYSTEM, "system" },
 	};
 	struct btrfs_ioctl_balance_args a;
-	char what[64];
+	char reason[96];
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(types); i++) {
-		noop_request(&a, types[i]);
-		snprintf(what, sizeof(what), "type 0x%llx without extra bits",
-			 (unsigned long long)types[i]);
-		expect_result(_metadata, &self->w, &a, 0, what);
-		noop_request(&a, types[i]);
-		/* Only the args of the selected type. */
-		if (types[i] == BTRFS_BALANCE_DATA)
-			a.data.flags |= 1ULL << 11;
-		else if (types[i] == BTRFS_BALANCE_METADATA)
-			a.meta.flags |= 1ULL << 11;
-		else
-			a.sys.flags |= 1ULL << 11;
-		snprintf(what, sizeof(what), "type 0x%llx with flag bit 11",
-			 (unsigned long long)types[i]);
-		expect_result(_metadata, &self->w, &a, -EINVAL, what);
+		/* The filter bits and soft are known (limit: one of two). */
+		noop_request(&a, types[i].type | BTRFS_BALANCE_FORCE);
+		args_of(&a, types[i].type)->flags |=
+			(BTRFS_BALANCE_ARGS_MASK & ~BTRFS_BALANCE_ARGS_LIMIT) |
+			BTRFS_BALANCE_ARGS_SOFT;
+		args_of(&a, types[i].type)->limit_max = 1;
+		args_of(&a, types[i].type)->stripes_max = 1;
+		args_of(&a, types[i].type)->usage_max = 1;
+		expect_accepted(_metadata, &self->w, &a, types[i].name);
+		noop_request(&a, types[i].type);
+		args_of(&a, types[i].type)->flags |= UNKNOWN_ARGS_BITS;
+		snprintf(reason, sizeof(reason),
+			 "unknown flag bits 0x%llx in %s flags",
+			 UNKNOWN_ARGS_BITS, types[i].name);
+		expect_refused(_metadata, &self->w, &a, reason);
 	}
+}
+
+/* One refused filter value: @set changes noop args of the type. */
+struct bad_args {
+	__u64 type;
+	void (*set)(struct btrfs_balance_args *b);
+	const char *reason;
+};
+
+static void limit_and_range(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_LIMIT | BTRFS_BALANCE_ARGS_LIMIT_RANGE;
+	b->limit_min = 1;
+	b->limit_max = 2;
+}
+
+static void limit_range_5_2(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_LIMIT_RANGE;
+	b->limit_min = 5;
+	b->limit_max = 2;
+}
+
+static void usage_101(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_USAGE;
+	b->usage = 101;
+}
+
+static void usage_range_101(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_USAGE_RANGE;
+	b->usage_min = 101;
+	b->usage_max = 200;
+}
+
+static void usage_range_70_30(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_USAGE | BTRFS_BALANCE_ARGS_USAGE_RANGE;
+	b->usage_min = 70;
+	b->usage_max = 30;
+}
+
+static void drange_8192_4096(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_DEVID | BTRFS_BALANCE_ARGS_DRANGE;
+	b->devid = 1;
+	b->pstart = 8192;
+	b->pend = 4096;
+}
+
+static void vrange_8192_4096(struct btrfs_balance_args *b)
+{
+	b->vstart = 8192;
+	b->vend = 4096;
+}
+
+static void stripes_4_2(struct btrfs_balance_args *b)
+{
+	b->flags |= BTRFS_BALANCE_ARGS_STRIPES_RANGE;
+	b->stripes_min = 4;
+	b->stripes_max = 2;
+}
+
+TEST_F_TIMEOUT(errors, filter_values_that_make_no_sense_are_einval, 60)
+{
+	static const struct bad_args bad[] = {
+		{ BTRFS_BALANCE_DATA, limit_and_range,
+		  "limit and limit range together in data args" },
+		{ BTRFS_BALANCE_DATA, limit_range_5_2,
+		  "inverted limit range 5..2 in data args" },
+		{ BTRFS_BALANCE_DATA, usage_101,
+		  "usage 101 above 100 in data args" },
+		{ BTRFS_BALANCE_METADATA, usage_101,
+		  "usage 101 above 100 in metadata args" },
+		{ BTRFS_BALANCE_DATA, usage_range_101,
+		  "usage range minimum 101 above 100 in data args" },
+		{ BTRFS_BALANCE_DATA, usage_range_70_30,
+		  "inverted usage range 70..30 in data args" },
+		{ BTRFS_BALANCE_DATA, drange_8192_4096,
+		  "inverted drange 8192..4096 in data args" },
+		{ BTRFS_BALANCE_DATA, vrange_8192_4096,
+		  "inverted vrange 8192..4096 in data args" },
+		{ BTRFS_BALANCE_SYSTEM, stripes_4_2,
+		  "inverted stripes range 4..2 in system args" },
+	};
+	struct btrfs_ioctl_balance_args a;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		noop_request(&a, bad[i].type);
+		bad[i].set(args_of(&a, bad[i].type));
+		expect_refused(_metadata, &self->w, &a, bad[i].reason);
+	}
+}
+
+TEST_F_TIMEOUT(errors, edge_values_and_empty_ranges_are_accepted, 60)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct btrfs_balance_args *b = &a.data;
+
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	b->flags |= BTRFS_BALANCE_ARGS_USAGE;
+	b->usage = 100;
+	expect_accepted(_metadata, &self->w, &a, "usage=100");
+	/* btrfs-progs sends "usage=20.." with both flags, to U32_MAX. */
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	b->flags |= BTRFS_BALANCE_ARGS_USAGE | BTRFS_BALANCE_ARGS_USAGE_RANGE;
+	b->usage_min = 20;
+	b->usage_max = UINT32_MAX;
+	expect_accepted(_metadata, &self->w, &a, "usage=20..U32_MAX");
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	b->flags |= BTRFS_BALANCE_ARGS_USAGE_RANGE;
+	b->usage_min = 100;
+	b->usage_max = 100;
+	expect_accepted(_metadata, &self->w, &a, "usage=100..100");
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	b->flags |= BTRFS_BALANCE_ARGS_LIMIT_RANGE;
+	b->limit_min = 3;
+	b->limit_max = 3;
+	expect_accepted(_metadata, &self->w, &a, "limit=3..3");
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	drange_8192_4096(b);
+	b->pend = b->pstart;
+	expect_accepted(_metadata, &self->w, &a, "drange=8192..8192");
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	b->vend = 0;
+	expect_accepted(_metadata, &self->w, &a, "vrange=0..0");
+	noop_request(&a, BTRFS_BALANCE_SYSTEM);
+	stripes_4_2(&a.sys);
+	a.sys.stripes_max = a.sys.stripes_min;
+	expect_accepted(_metadata, &self->w, &a, "stripes=4..4");
+}
+
+TEST_F_TIMEOUT(errors, args_of_unselected_types_are_ignored, 60)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct chunk_list l;
+	__u64 d0;
+	int i;
+
+	/*
+	 * Data only, with a metadata convert to raid1c4 (4 devices needed,
+	 * there are 3): accepted, metadata and system stay as they are.
+	 */
+	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
+	ASSERT_EQ(1, count_kind(&l, BG_DATA));
+	d0 = l.c[nth_kind(&l, BG_DATA, 0)].start;
+	request(&a, BTRFS_BALANCE_DATA, NULL);
+	convert_args(&a.meta, BTRFS_BLOCK_GROUP_RAID1C4);
+	convert_args(&a.sys, BTRFS_BLOCK_GROUP_RAID1C4);
+	balance_check(_metadata, &self->w, &a, &d0, 1, 1, &l);
+	/* They were cleared, not used. */
+	EXPECT_EQ(0ULL, a.meta.flags);
+	EXPECT_EQ(0ULL, a.meta.target);
+	EXPECT_EQ(0ULL, a.sys.flags);
+	for (i = 0; i < l.n; i++)
+		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
+			EXPECT_EQ(RAID1, chunk_profile(l.c[i].type));
+
+	/* Unknown bits and inverted ranges of an unselected type. */
+	noop_request(&a, BTRFS_BALANCE_DATA);
+	a.meta.flags = 1ULL << 11;
+	stripes_4_2(&a.sys);
+	limit_range_5_2(&a.sys);
+	expect_accepted(_metadata, &self->w, &a, "bad unselected args");
 }
 
 static const __u64 convert_types[] = {
@@ -1081,7 +1830,8 @@ TEST_F_TIMEOUT(errors, reducing_metadata_redundancy_needs_force, 60)
 	/* raid1 -> single: refused without force, accepted with it. */
 	for (t = 0; t < ARRAY_SIZE(types); t++) {
 		noop_convert(&a, types[t], SINGLE);
-		expect_result(_metadata, &self->w, &a, -EINVAL, "without force");
+		expect_refused(_metadata, &self->w, &a,
+			REDUCES_REDUNDANCY);
 		noop_convert(&a, types[t] | BTRFS_BALANCE_FORCE, SINGLE);
 		expect_result(_metadata, &self->w, &a, 0, "with force");
 	}
@@ -1216,8 +1966,11 @@ FIXTURE_VARIANT_ADD(too_few_devices, three_devices) {
 
 FIXTURE_SETUP(too_few_devices)
 {
-	world_setup(_metadata, &self->w, variant->ndevs, variant->ndevs,
-		    "single", "raid1", NULL);
+	const struct fs_spec spec = {
+		.ndevs = variant->ndevs, .data = "single", .meta = "raid1",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
 }
 
 FIXTURE_TEARDOWN(too_few_devices)
@@ -1242,358 +1995,14 @@ TEST_F_TIMEOUT(too_few_devices, convert_beyond_the_devices_is_einval, 60)
 				continue;
 			noop_convert(&a, convert_types[t] | BTRFS_BALANCE_FORCE,
 				     variant->too_big[i]);
-			snprintf(what, sizeof(what), "%s on %d devices",
-				 profile_name(variant->too_big[i]),
-				 variant->ndevs);
-			expect_result(_metadata, &self->w, &a, -EINVAL, what);
+			snprintf(what, sizeof(what),
+				 "invalid convert %s profile %s",
+				 convert_types[t] == BTRFS_BALANCE_DATA ?
+				 "data" : "metadata",
+				 profile_name(variant->too_big[i]));
+			expect_refused(_metadata, &self->w, &a, what);
 		}
 	}
-}
-
-/* ---- A balance that runs: progress, pause, cancel, exclusivity, mount ---- */
-
-FIXTURE(live) {
-	struct world w;
-};
-
-FIXTURE_VARIANT(live) {
-	int ndevs;		/* in the filesystem; one more is the spare */
-	__u64 target;		/* data convert target of the balance */
-};
-
-/*
- * 32 MiB of data in two chunks, converted from single to raid1: long
- * enough under emulation to be seen running and to be paused before it
- * ends.  The fourth device is the spare for device add.
- */
-FIXTURE_VARIANT_ADD(live, three_devices_and_a_spare) {
-	.ndevs = 3,
-	.target = BTRFS_BLOCK_GROUP_RAID1,
-};
-
-FIXTURE_SETUP(live)
-{
-	world_setup(_metadata, &self->w, variant->ndevs, variant->ndevs + 1,
-		    "single", "raid1", NULL);
-}
-
-FIXTURE_TEARDOWN(live)
-{
-	world_teardown(_metadata, &self->w);
-}
-
-#define LIVE_FILES	6
-
-static void start_running(struct __test_metadata *_metadata, struct world *w,
-			  const struct btrfs_ioctl_balance_args *a)
-{
-	int ret;
-
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, a));
-	ret = wait_balance_running(w->fd, &w->bt, 60 * 1000);
-	ASSERT_EQ(0, ret) TH_LOG("balance not seen running (%d, ioctl: %d)",
-				 ret, w->bt.ret);
-}
-
-static void pause_running(struct __test_metadata *_metadata, struct world *w)
-{
-	ASSERT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
-	ASSERT_EQ(-ECANCELED, balance_thread_join(&w->bt));
-}
-
-static int add_device(int fd, const char *path)
-{
-	struct btrfs_ioctl_vol_args va;
-
-	memset(&va, 0, sizeof(va));
-	snprintf(va.name, sizeof(va.name), "%s", path);
-	return xioctl(fd, BTRFS_IOC_ADD_DEV, &va);
-}
-
-static int remove_devid(int fd, __u64 devid)
-{
-	struct btrfs_ioctl_vol_args_v2 va;
-
-	memset(&va, 0, sizeof(va));
-	va.flags = BTRFS_DEVICE_SPEC_BY_ID;
-	va.devid = devid;
-	return xioctl(fd, BTRFS_IOC_RM_DEV_V2, &va);
-}
-
-static int resize(int fd, const char *spec)
-{
-	struct btrfs_ioctl_vol_args va;
-
-	memset(&va, 0, sizeof(va));
-	snprintf(va.name, sizeof(va.name), "%s", spec);
-	return xioctl(fd, BTRFS_IOC_RESIZE, &va);
-}
-
-static int replace(int fd, __u64 srcdevid, const char *target)
-{
-	struct btrfs_ioctl_dev_replace_args ra;
-
-	memset(&ra, 0, sizeof(ra));
-	ra.cmd = BTRFS_IOCTL_DEV_REPLACE_CMD_START;
-	ra.start.srcdevid = srcdevid;
-	ra.start.cont_reading_from_srcdev_mode =
-		BTRFS_IOCTL_DEV_REPLACE_CONT_READING_FROM_SRCDEV_MODE_ALWAYS;
-	snprintf((char *)ra.start.tgtdev_name, sizeof(ra.start.tgtdev_name),
-		 "%s", target);
-	return xioctl(fd, BTRFS_IOC_DEV_REPLACE, &ra);
-}
-
-TEST_F_TIMEOUT(live, progress_counters_only_grow_while_running, 180)
-{
-	struct btrfs_ioctl_balance_args a, again, p;
-	struct btrfs_balance_progress last = { 0 };
-	struct world *w = &self->w;
-	struct chunk_list before, after;
-	__u64 ndata;
-	int ret, running = 0;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
-	ndata = count_type(&before, BTRFS_BLOCK_GROUP_DATA);
-	convert_request(&a, BTRFS_BALANCE_DATA, variant->target);
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
-	for (; !balance_thread_done(&w->bt); usleep(1000)) {
-		ret = balance_progress(w->fd, &p);
-		if (ret == -ENOTCONN)	/* not started yet, or just ended */
-			continue;
-		ASSERT_EQ(0, ret);
-		ASSERT_LE(last.expected, p.stat.expected);
-		ASSERT_LE(last.considered, p.stat.considered);
-		ASSERT_LE(last.completed, p.stat.completed);
-		ASSERT_LE(p.stat.completed, p.stat.expected);
-		ASSERT_GE(ndata, p.stat.expected);
-		ASSERT_GE((__u64)before.n, p.stat.considered);
-		last = p.stat;
-		if (!(p.state & BTRFS_BALANCE_STATE_RUNNING) || running++)
-			continue;
-		/* A second start, or a resume, while one runs. */
-		again = a;
-		EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-		memset(&again, 0, sizeof(again));
-		again.flags = BTRFS_BALANCE_RESUME;
-		EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-	}
-	ASSERT_EQ(0, balance_thread_join(&w->bt));
-	EXPECT_LT(0, running) TH_LOG("progress never showed the balance running");
-	EXPECT_LE(last.completed, w->bt.args.stat.completed);
-	EXPECT_EQ(ndata, w->bt.args.stat.expected);
-	EXPECT_EQ(ndata, w->bt.args.stat.completed);
-	EXPECT_EQ((__u64)before.n, w->bt.args.stat.considered);
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	EXPECT_EQ(0, count_data_not(&after, variant->target));
-	verify_dataset(_metadata, w);
-}
-
-TEST_F_TIMEOUT(live, pause_keeps_the_balance_and_resume_ends_it, 180)
-{
-	struct btrfs_ioctl_balance_args a, again, p, r;
-	struct world *w = &self->w;
-	struct chunk_list before, paused, after;
-	__u64 left;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
-	convert_request(&a, BTRFS_BALANCE_DATA, variant->target);
-	start_running(_metadata, w, &a);
-	pause_running(_metadata, w);
-
-	/* What the paused ioctl returned agrees with what it did. */
-	ASSERT_EQ(0, read_chunks(w->fd, &paused));
-	EXPECT_EQ(0ULL, w->bt.args.state & BTRFS_BALANCE_STATE_RUNNING);
-	EXPECT_EQ(count_moved(&before, &paused), w->bt.args.stat.completed);
-	EXPECT_LE(w->bt.args.stat.completed, w->bt.args.stat.expected);
-	left = count_data_not(&paused, variant->target);
-	ASSERT_LT(0ULL, left) TH_LOG("everything was converted before the pause");
-
-	/* Paused: kept in memory and on disk, not running. */
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
-	EXPECT_EQ(0ULL, p.state & BTRFS_BALANCE_STATE_RUNNING);
-	EXPECT_EQ(BTRFS_BALANCE_DATA, p.flags);
-	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, p.data.flags);
-	EXPECT_EQ(variant->target, p.data.target);
-	EXPECT_EQ(w->bt.args.stat.expected, p.stat.expected);
-	EXPECT_EQ(w->bt.args.stat.considered, p.stat.considered);
-	EXPECT_EQ(w->bt.args.stat.completed, p.stat.completed);
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
-	again = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-	/* Progress copies out only when there is a balance: there is one. */
-	EXPECT_EQ(-EFAULT, xioctl(w->fd, BTRFS_IOC_BALANCE_PROGRESS, (void *)1));
-
-	/* Resume: converts what is left, soft, and ends. */
-	memset(&r, 0, sizeof(r));
-	r.flags = BTRFS_BALANCE_RESUME;
-	ASSERT_EQ(0, balance_v2(w->fd, &r));
-	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, r.flags);
-	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT | BTRFS_BALANCE_ARGS_SOFT,
-		  r.data.flags);
-	EXPECT_EQ(left, r.stat.expected);
-	EXPECT_EQ(left, r.stat.completed);
-	EXPECT_EQ((__u64)paused.n, r.stat.considered);
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	EXPECT_EQ(0, count_data_not(&after, variant->target));
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	verify_dataset(_metadata, w);
-}
-
-TEST_F_TIMEOUT(live, cancel_stops_and_forgets_the_balance, 180)
-{
-	struct btrfs_ioctl_balance_args a, p;
-	struct world *w = &self->w;
-	struct chunk_list before, after;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
-	convert_request(&a, BTRFS_BALANCE_DATA, variant->target);
-	start_running(_metadata, w, &a);
-	ASSERT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	ASSERT_EQ(-ECANCELED, balance_thread_join(&w->bt));
-	EXPECT_EQ(0ULL, w->bt.args.state & BTRFS_BALANCE_STATE_RUNNING);
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	EXPECT_EQ(count_moved(&before, &after), w->bt.args.stat.completed);
-	EXPECT_LT(0, count_data_not(&after, variant->target))
-		TH_LOG("everything was converted before the cancel");
-	/* The exclusive operation is free again. */
-	noop_request(&a, BTRFS_BALANCE_DATA);
-	EXPECT_EQ(0, balance_v2(w->fd, &a));
-	verify_dataset(_metadata, w);
-}
-
-TEST_F_TIMEOUT(live, exclusive_ops_are_refused_while_running, 180)
-{
-	struct btrfs_ioctl_balance_args a, again;
-	struct world *w = &self->w;
-	struct chunk_list after;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	convert_request(&a, BTRFS_BALANCE_DATA, variant->target);
-	start_running(_metadata, w, &a);
-	/* Arguments that would fail harmlessly if the call got through. */
-	EXPECT_EQ(EXCL_BUSY, add_device(w->fd, NO_SUCH_DEV));
-	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fd, NO_SUCH_DEVID));
-	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
-	EXPECT_EQ(EXCL_BUSY, replace(w->fd, NO_SUCH_DEVID, NO_SUCH_DEV));
-	again = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-	ASSERT_EQ(0, balance_thread_join(&w->bt));
-	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	EXPECT_EQ(0, count_data_not(&after, variant->target));
-	verify_dataset(_metadata, w);
-}
-
-TEST_F_TIMEOUT(live, only_device_add_runs_beside_a_paused_balance, 180)
-{
-	const char *spare = self->w.env.devs[variant->ndevs];
-	struct btrfs_ioctl_balance_args a, p, r;
-	struct world *w = &self->w;
-	struct chunk_list after;
-	int ret;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	convert_request(&a, BTRFS_BALANCE_DATA, variant->target);
-	start_running(_metadata, w, &a);
-	pause_running(_metadata, w);
-	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
-	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fd, NO_SUCH_DEVID));
-	EXPECT_EQ(EXCL_BUSY, replace(w->fd, NO_SUCH_DEVID, NO_SUCH_DEV));
-	ret = add_device(w->fd, spare);
-	ASSERT_EQ(0, ret) TH_LOG("add %s beside a paused balance", spare);
-	w->ndevs++;
-	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
-	/* Still paused, and still exclusive against the others. */
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
-	EXPECT_EQ(0ULL, p.state & BTRFS_BALANCE_STATE_RUNNING);
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
-	memset(&r, 0, sizeof(r));
-	r.flags = BTRFS_BALANCE_RESUME;
-	ASSERT_EQ(0, balance_v2(w->fd, &r));
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	EXPECT_EQ(0, count_data_not(&after, variant->target));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	verify_dataset(_metadata, w);
-}
-
-TEST_F_TIMEOUT(live, paused_balance_resumes_on_next_mount, 180)
-{
-	struct btrfs_ioctl_balance_args a;
-	struct world *w = &self->w;
-	struct chunk_list l;
-	int ret;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	convert_request(&a, BTRFS_BALANCE_DATA, variant->target);
-	start_running(_metadata, w, &a);
-	pause_running(_metadata, w);
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
-	ASSERT_LT(0, count_data_not(&l, variant->target))
-		TH_LOG("everything was converted before the pause");
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	world_umount(_metadata, w);
-	world_mount(_metadata, w, 0, NULL);
-	ret = wait_balance_gone(w->fd, 120 * 1000);
-	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
-	EXPECT_EQ(0, count_data_not(&l, variant->target));
-	verify_dataset(_metadata, w);
-}
-
-TEST_F_TIMEOUT(live, unmount_pauses_and_skip_balance_keeps_it_paused, 180)
-{
-	struct btrfs_ioctl_balance_args a, p;
-	struct world *w = &self->w;
-	int ret;
-
-	write_dataset(_metadata, w, LIVE_FILES);
-	/*
-	 * A plain data balance: resumed, it relocates the data chunks under
-	 * 90% full, so it has work left whenever it was paused.
-	 */
-	request(&a, BTRFS_BALANCE_DATA, NULL);
-	start_running(_metadata, w, &a);
-	pause_running(_metadata, w);
-	world_umount(_metadata, w);
-
-	/* A read-write mount resumes it in a kernel thread... */
-	world_mount(_metadata, w, 0, NULL);
-	ret = wait_balance_running(w->fd, NULL, 60 * 1000);
-	ASSERT_EQ(0, ret) TH_LOG("not seen running after mount: %d", ret);
-	/* ...which unmount pauses, keeping the item. */
-	world_umount(_metadata, w);
-
-	world_mount(_metadata, w, 0, "skip_balance");
-	ASSERT_EQ(0, balance_progress(w->fd, &p))
-		TH_LOG("no paused balance after unmount");
-	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	/* Still paused a while later: skip_balance did not resume it. */
-	usleep(1000 * 1000);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
-	EXPECT_EQ(0ULL, p.state & BTRFS_BALANCE_STATE_RUNNING);
-
-	/* Cancelling the paused balance deletes it, for good. */
-	EXPECT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	world_umount(_metadata, w);
-	world_mount(_metadata, w, 0, NULL);
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	verify_dataset(_metadata, w);
 }
 
 TEST_HARNESS_MAIN

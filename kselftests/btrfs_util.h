@@ -49,7 +49,7 @@ struct test_env {
 	char mnt[PATH_MAX];
 };
 
-static int env_load(struct test_env *env)
+static inline int env_load(struct test_env *env)
 {
 	const char *devs = getenv("BTRFS_TEST_DEVS");
 	const char *mnt = getenv("BTRFS_TEST_MNT");
@@ -70,7 +70,7 @@ static int env_load(struct test_env *env)
 
 /* ---- Commands ---- */
 
-static void dump_output(int fd, char *const argv[], int status)
+static inline void dump_output(int fd, char *const argv[], int status)
 {
 	char buf[8192];
 	ssize_t len;
@@ -96,7 +96,7 @@ static void dump_output(int fd, char *const argv[], int status)
  * Run @argv (searched in PATH) with its output captured; return its exit
  * status and print the output only when the status is not 0.
  */
-static int run_cmd(char *const argv[])
+static inline int run_cmd(char *const argv[])
 {
 	int out = memfd_create("cmd-output", 0);
 	int status, ret;
@@ -134,7 +134,7 @@ static int run_cmd(char *const argv[])
 	return ret;
 }
 
-static int make_fs(const struct test_env *env, int ndevs, const char *data,
+static inline int make_fs(const struct test_env *env, int ndevs, const char *data,
 		   const char *meta)
 {
 	char *argv[9 + MAX_DEVS] = {
@@ -149,7 +149,7 @@ static int make_fs(const struct test_env *env, int ndevs, const char *data,
 	return run_cmd(argv);
 }
 
-static int check_fs(const struct test_env *env, int ndevs)
+static inline int check_fs(const struct test_env *env, int ndevs)
 {
 	char *scan[3 + MAX_DEVS] = { "btrfs", "device", "scan" };
 	char *check[5] = { "btrfs", "check", "--readonly",
@@ -165,7 +165,7 @@ static int check_fs(const struct test_env *env, int ndevs)
 }
 
 /* Mount the first @ndevs devices, naming each with device= (no scan needed). */
-static int mount_fs(const struct test_env *env, int ndevs, unsigned long flags,
+static inline int mount_fs(const struct test_env *env, int ndevs, unsigned long flags,
 		    const char *opts)
 {
 	char data[2048];
@@ -183,7 +183,7 @@ static int mount_fs(const struct test_env *env, int ndevs, unsigned long flags,
 	return 0;
 }
 
-static int umount_fs(const char *mnt)
+static inline int umount_fs(const char *mnt)
 {
 	int i;
 
@@ -197,7 +197,7 @@ static int umount_fs(const char *mnt)
 	return -EBUSY;
 }
 
-static int drop_page_cache(void)
+static inline int drop_page_cache(void)
 {
 	int fd, ret = 0;
 
@@ -213,7 +213,7 @@ static int drop_page_cache(void)
 
 /* ---- Files of known content: a 64-bit word per 8 bytes, from (file, offset) ---- */
 
-static __u64 pattern_word(int idx, __u64 off)
+static inline __u64 pattern_word(int idx, __u64 off)
 {
 	__u64 x = ((__u64)idx << 48) ^ off ^ 0x9e3779b97f4a7c15ULL;
 
@@ -225,7 +225,7 @@ static __u64 pattern_word(int idx, __u64 off)
 	return x;
 }
 
-static void fill_pattern(__u64 *buf, size_t len, int idx, __u64 off)
+static inline void fill_pattern(__u64 *buf, size_t len, int idx, __u64 off)
 {
 	size_t i;
 
@@ -233,12 +233,12 @@ static void fill_pattern(__u64 *buf, size_t len, int idx, __u64 off)
 		buf[i] = pattern_word(idx, off + i * 8);
 }
 
-static void pattern_path(char path[PATH_SIZE], const char *dir, int idx)
+static inline void pattern_path(char path[PATH_SIZE], const char *dir, int idx)
 {
 	snprintf(path, PATH_SIZE, "%s/f%02d", dir, idx);
 }
 
-static int write_pattern_file(const char *dir, int idx, __u64 size)
+static inline int write_pattern_file(const char *dir, int idx, __u64 size)
 {
 	char path[PATH_SIZE];
 	__u64 off;
@@ -268,7 +268,7 @@ out:
 }
 
 /* 0 if the file holds its pattern; -EILSEQ and *@bad at the first difference. */
-static int verify_pattern_file(const char *dir, int idx, __u64 size,
+static inline int verify_pattern_file(const char *dir, int idx, __u64 size,
 			       __u64 *bad)
 {
 	char path[PATH_SIZE];
@@ -317,32 +317,32 @@ out:
 
 /* ---- ioctls ---- */
 
-static int xioctl(int fd, unsigned long req, void *arg)
+static inline int xioctl(int fd, unsigned long req, void *arg)
 {
 	int ret = ioctl(fd, req, arg);
 
 	return ret < 0 ? -errno : ret;
 }
 
-static int balance_v2(int fd, struct btrfs_ioctl_balance_args *args)
+static inline int balance_v2(int fd, struct btrfs_ioctl_balance_args *args)
 {
 	return xioctl(fd, BTRFS_IOC_BALANCE_V2, args);
 }
 
-static int balance_ctl(int fd, int cmd)
+static inline int balance_ctl(int fd, int cmd)
 {
 	int ret = ioctl(fd, BTRFS_IOC_BALANCE_CTL, cmd);
 
 	return ret < 0 ? -errno : ret;
 }
 
-static int balance_progress(int fd, struct btrfs_ioctl_balance_args *args)
+static inline int balance_progress(int fd, struct btrfs_ioctl_balance_args *args)
 {
 	memset(args, 0, sizeof(*args));
 	return xioctl(fd, BTRFS_IOC_BALANCE_PROGRESS, args);
 }
 
-static int fs_num_devices(int fd)
+static inline int fs_num_devices(int fd)
 {
 	struct btrfs_ioctl_fs_info_args fi;
 	int ret;
@@ -362,7 +362,7 @@ typedef int (*search_cb)(const struct btrfs_ioctl_search_header *sh,
  * items of other types in between are passed as well).  A callback result
  * other than 0 stops the walk: > 0 means done, < 0 is an error.
  */
-static int tree_search(int fd, const struct btrfs_ioctl_search_key *sk,
+static inline int tree_search(int fd, const struct btrfs_ioctl_search_key *sk,
 		       search_cb cb, void *ctx)
 {
 	const size_t bufsize = 64 * 1024;
@@ -419,7 +419,7 @@ static int tree_search(int fd, const struct btrfs_ioctl_search_key *sk,
 	return ret > 0 ? 0 : ret;
 }
 
-static void search_key_exact(struct btrfs_ioctl_search_key *sk, __u64 tree,
+static inline void search_key_exact(struct btrfs_ioctl_search_key *sk, __u64 tree,
 			     __u64 objectid, __u32 type,
 			     __u64 min_offset, __u64 max_offset)
 {
@@ -456,7 +456,7 @@ struct chunk_list {
 	struct chunk c[MAX_CHUNKS];
 };
 
-static int chunk_item_cb(const struct btrfs_ioctl_search_header *sh,
+static inline int chunk_item_cb(const struct btrfs_ioctl_search_header *sh,
 			 const void *item, void *ctx)
 {
 	const size_t stripes_off = offsetof(struct btrfs_chunk, stripe);
@@ -492,7 +492,7 @@ static int chunk_item_cb(const struct btrfs_ioctl_search_header *sh,
 	return 0;
 }
 
-static int bg_item_cb(const struct btrfs_ioctl_search_header *sh,
+static inline int bg_item_cb(const struct btrfs_ioctl_search_header *sh,
 		      const void *item, void *ctx)
 {
 	struct btrfs_block_group_item bg;
@@ -505,7 +505,7 @@ static int bg_item_cb(const struct btrfs_ioctl_search_header *sh,
 }
 
 /* Used bytes of a chunk's block group: extent tree, or block group tree. */
-static int chunk_used(int fd, struct chunk *c)
+static inline int chunk_used(int fd, struct chunk *c)
 {
 	static const __u64 trees[] = {
 		BTRFS_EXTENT_TREE_OBJECTID, BTRFS_BLOCK_GROUP_TREE_OBJECTID,
@@ -532,7 +532,7 @@ static int chunk_used(int fd, struct chunk *c)
 }
 
 /* Commit, then read every chunk item and its block group's usage. */
-static int read_chunks(int fd, struct chunk_list *list)
+static inline int read_chunks(int fd, struct chunk_list *list)
 {
 	struct btrfs_ioctl_search_key sk;
 	int i, ret;
@@ -549,7 +549,7 @@ static int read_chunks(int fd, struct chunk_list *list)
 	return ret;
 }
 
-static int find_chunk(const struct chunk_list *list, __u64 start)
+static inline int find_chunk(const struct chunk_list *list, __u64 start)
 {
 	int i;
 
@@ -560,7 +560,7 @@ static int find_chunk(const struct chunk_list *list, __u64 start)
 }
 
 /* Was before->c[i] relocated, i.e. is it no longer in @after? */
-static bool chunk_moved(const struct chunk_list *before, int i,
+static inline bool chunk_moved(const struct chunk_list *before, int i,
 			const struct chunk_list *after)
 {
 	const struct chunk *c = &before->c[i];
@@ -570,7 +570,7 @@ static bool chunk_moved(const struct chunk_list *before, int i,
 	       after->c[j].type != c->type;
 }
 
-static int count_items_cb(const struct btrfs_ioctl_search_header *sh,
+static inline int count_items_cb(const struct btrfs_ioctl_search_header *sh,
 			  const void *item, void *ctx)
 {
 	(void)sh;
@@ -580,7 +580,7 @@ static int count_items_cb(const struct btrfs_ioctl_search_header *sh,
 }
 
 /* 1 if the balance item (BALANCE_OBJECTID, TEMPORARY_ITEM_KEY, 0) exists. */
-static int balance_item_present(int fd)
+static inline int balance_item_present(int fd)
 {
 	struct btrfs_ioctl_search_key sk;
 	int count = 0;
@@ -595,14 +595,14 @@ static int balance_item_present(int fd)
 /* ---- Profiles ---- */
 
 /* The profile of a chunk type in extended format (SINGLE has its own bit). */
-static __u64 chunk_profile(__u64 type)
+static inline __u64 chunk_profile(__u64 type)
 {
 	__u64 p = type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
 
 	return p ? p : BTRFS_AVAIL_ALLOC_BIT_SINGLE;
 }
 
-static const char *profile_name(__u64 profile)
+static inline const char *profile_name(__u64 profile)
 {
 	switch (profile) {
 	case BTRFS_AVAIL_ALLOC_BIT_SINGLE: return "single";
@@ -618,7 +618,7 @@ static const char *profile_name(__u64 profile)
 	return "invalid";
 }
 
-static const char *type_name(__u64 type)
+static inline const char *type_name(__u64 type)
 {
 	if (type & BTRFS_BLOCK_GROUP_DATA)
 		return (type & BTRFS_BLOCK_GROUP_METADATA) ? "mixed" : "data";
@@ -628,7 +628,7 @@ static const char *type_name(__u64 type)
 }
 
 /* Profiles that survive the loss of a copy: converting away needs FORCE. */
-static bool profile_is_redundant(__u64 profile)
+static inline bool profile_is_redundant(__u64 profile)
 {
 	return profile & (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 |
 			  BTRFS_BLOCK_GROUP_RAID1C3 | BTRFS_BLOCK_GROUP_RAID1C4 |
@@ -637,7 +637,7 @@ static bool profile_is_redundant(__u64 profile)
 }
 
 /* How many stripes hold distinct data, i.e. length / stripe length. */
-static __u32 data_stripes(const struct chunk *c)
+static inline __u32 data_stripes(const struct chunk *c)
 {
 	__u64 p = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
 
@@ -652,7 +652,7 @@ static __u32 data_stripes(const struct chunk *c)
 	return 1;
 }
 
-static __u64 stripe_length(const struct chunk *c)
+static inline __u64 stripe_length(const struct chunk *c)
 {
 	return c->length / data_stripes(c);
 }
@@ -668,7 +668,7 @@ struct balance_thread {
 	bool done;
 };
 
-static void *balance_thread_fn(void *arg)
+static inline void *balance_thread_fn(void *arg)
 {
 	struct balance_thread *bt = arg;
 
@@ -677,7 +677,7 @@ static void *balance_thread_fn(void *arg)
 	return NULL;
 }
 
-static int balance_thread_start(struct balance_thread *bt, int fd,
+static inline int balance_thread_start(struct balance_thread *bt, int fd,
 				const struct btrfs_ioctl_balance_args *args)
 {
 	int ret;
@@ -692,12 +692,12 @@ static int balance_thread_start(struct balance_thread *bt, int fd,
 	return 0;
 }
 
-static bool balance_thread_done(struct balance_thread *bt)
+static inline bool balance_thread_done(struct balance_thread *bt)
 {
 	return __atomic_load_n(&bt->done, __ATOMIC_ACQUIRE);
 }
 
-static int balance_thread_join(struct balance_thread *bt)
+static inline int balance_thread_join(struct balance_thread *bt)
 {
 	if (bt->started) {
 		pthread_join(bt->tid, NULL);
@@ -706,7 +706,7 @@ static int balance_thread_join(struct balance_thread *bt)
 	return bt->ret;
 }
 
-static __u64 now_ms(void)
+static inline __u64 now_ms(void)
 {
 	struct timespec ts;
 
@@ -719,7 +719,7 @@ static __u64 now_ms(void)
  * the balance ended first (the thread @bt returned, or, without a thread,
  * progress says there is no balance), -ETIMEDOUT after @timeout_ms.
  */
-static int wait_balance_running(int fd, struct balance_thread *bt,
+static inline int wait_balance_running(int fd, struct balance_thread *bt,
 				unsigned int timeout_ms)
 {
 	__u64 end = now_ms() + timeout_ms;
@@ -740,7 +740,7 @@ static int wait_balance_running(int fd, struct balance_thread *bt,
 }
 
 /* Poll until progress says there is no balance (-ENOTCONN): 0, or -ETIMEDOUT. */
-static int wait_balance_gone(int fd, unsigned int timeout_ms)
+static inline int wait_balance_gone(int fd, unsigned int timeout_ms)
 {
 	__u64 end = now_ms() + timeout_ms;
 	struct btrfs_ioctl_balance_args p;
@@ -755,6 +755,207 @@ static int wait_balance_gone(int fd, unsigned int timeout_ms)
 		usleep(10 * 1000);
 	}
 	return -ETIMEDOUT;
+}
+
+/*
+ * Poll progress until the balance state has every bit of @state (e.g.
+ * BTRFS_BALANCE_STATE_PAUSE_REQ): 0, or -ETIMEDOUT after @timeout_ms, or
+ * what progress returned when it failed (-ENOTCONN: no balance).
+ */
+static inline int wait_balance_state(int fd, __u64 state, unsigned int timeout_ms)
+{
+	__u64 end = now_ms() + timeout_ms;
+	struct btrfs_ioctl_balance_args p;
+	int ret;
+
+	while (now_ms() < end) {
+		ret = balance_progress(fd, &p);
+		if (ret)
+			return ret;
+		if ((p.state & state) == state)
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* ---- Hold points of the balance code (CONFIG_BTRFS_DEBUG) ---- */
+
+/*
+ * /sys/fs/btrfs/debug/balance_hold: writing a mask of points makes a
+ * balance thread that reaches one of them wait there until the point is
+ * cleared (or the thread gets a fatal signal); reading gives "<set> <held>",
+ * the points set and the points where a thread waits now.
+ */
+#define BALANCE_HOLD_FILE	"/sys/fs/btrfs/debug/balance_hold"
+#define HOLD_RELOCATION		(1UL << 0) /* before each chunk relocated */
+#define HOLD_RESUME_THREAD	(1UL << 1) /* mount-time resume thread */
+
+static inline int balance_hold_set(unsigned long points)
+{
+	char buf[32];
+	int fd, len, ret = 0;
+
+	fd = open(BALANCE_HOLD_FILE, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "0x%lx\n", points);
+	if (write(fd, buf, len) != len)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static inline int balance_hold_get(unsigned long *points, unsigned long *held)
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	fd = open(BALANCE_HOLD_FILE, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n ? -errno : -EIO;
+	buf[n] = '\0';
+	if (sscanf(buf, "%lx %lx", points, held) != 2)
+		return -EIO;
+	return 0;
+}
+
+/*
+ * Wait until a thread waits at hold point @point: 0, -ETIMEDOUT after
+ * @timeout_ms (a timeout is a hang, not a slow machine: pass minutes).
+ */
+static inline int balance_hold_wait(unsigned long point, unsigned int timeout_ms)
+{
+	__u64 end = now_ms() + timeout_ms;
+	unsigned long points, held;
+	int ret;
+
+	while (now_ms() < end) {
+		ret = balance_hold_get(&points, &held);
+		if (ret)
+			return ret;
+		if (held & point)
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* ---- The kernel log ---- */
+
+/*
+ * What the kernel logs from kmsg_start() on, from /dev/kmsg: each record
+ * "prio,seq,time,flags;message" is kept as its message, one per line.
+ */
+struct kmsg {
+	int fd;
+	char *text;
+	size_t len;
+};
+
+static inline int kmsg_start(struct kmsg *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+	if (k->fd < 0)
+		return -errno;
+	if (lseek(k->fd, 0, SEEK_END) < 0) {
+		close(k->fd);
+		k->fd = -1;
+		return -errno;
+	}
+	return 0;
+}
+
+/* Read the records logged since the last call. */
+static inline int kmsg_update(struct kmsg *k)
+{
+	char rec[8192];
+	ssize_t n;
+
+	for (;;) {
+		const char *msg;
+		size_t mlen;
+		char *grown;
+
+		n = read(k->fd, rec, sizeof(rec) - 1);
+		if (n < 0 && errno == EPIPE)	/* overwritten: go on */
+			continue;
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -errno;
+		rec[n] = '\0';
+		msg = strchr(rec, ';');
+		msg = msg ? msg + 1 : rec;
+		mlen = strcspn(msg, "\n");
+		grown = realloc(k->text, k->len + mlen + 2);
+		if (!grown)
+			return -ENOMEM;
+		k->text = grown;
+		memcpy(k->text + k->len, msg, mlen);
+		k->len += mlen;
+		k->text[k->len++] = '\n';
+		k->text[k->len] = '\0';
+	}
+}
+
+/* 1 if a message logged since kmsg_start() contains @needle, else 0. */
+static inline int kmsg_contains(struct kmsg *k, const char *needle)
+{
+	int ret = kmsg_update(k);
+
+	if (ret)
+		return ret;
+	return k->text && strstr(k->text, needle) ? 1 : 0;
+}
+
+static inline void kmsg_end(struct kmsg *k)
+{
+	if (k->fd >= 0)
+		close(k->fd);
+	free(k->text);
+	memset(k, 0, sizeof(*k));
+	k->fd = -1;
+}
+
+/* ---- The exclusive operation ---- */
+
+/*
+ * The filesystem's exclusive operation as sysfs names it ("none",
+ * "balance", "balance paused", "device add", ...), into @buf.
+ */
+static inline int exclusive_operation(int fd, char *buf, size_t size)
+{
+	struct btrfs_ioctl_fs_info_args fi;
+	char path[128], uuid[40];
+	const __u8 *u;
+	ssize_t n;
+	int sfd;
+
+	memset(&fi, 0, sizeof(fi));
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
+		return -errno;
+	u = fi.fsid;
+	snprintf(uuid, sizeof(uuid),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		 u[10], u[11], u[12], u[13], u[14], u[15]);
+	snprintf(path, sizeof(path), "/sys/fs/btrfs/%s/exclusive_operation",
+		 uuid);
+	sfd = open(path, O_RDONLY);
+	if (sfd < 0)
+		return -errno;
+	n = read(sfd, buf, size - 1);
+	close(sfd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
 }
 
 #endif /* BTRFS_UTIL_H */

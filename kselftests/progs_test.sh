@@ -26,7 +26,7 @@
 DEVS=${BTRFS_TEST_DEVS:-}
 MNT=${BTRFS_TEST_MNT:-/mnt/test}
 BIG_MB=${PROGS_TEST_BIG_MB:-96}
-PLAN=9
+PLAN=11
 NUM=0
 FAILED=0
 MOUNTED=0
@@ -125,13 +125,20 @@ expect_dmesg() {
 		END { s = (!seen && n > 50) ? n - 49 : 1; for (i = s; i <= n; i++) print l[i] }')
 	expect_out "$1"
 }
+# expect_dmesg_line TEXT: as expect_dmesg, and a line ends with TEXT.
+expect_dmesg_line() {
+	expect_dmesg "$1" || return 1
+	printf '%s\n' "$OUT" | awk -v t="$1" '
+		length($0) >= length(t) && substr($0, length($0) - length(t) + 1) == t { f = 1 }
+		END { exit !f }' || failed "no line ends with \"$1\":"
+}
 
-# mkfs_mount NDEV DATA_PROFILE META_PROFILE: a new filesystem on the first
-# NDEV devices, mounted on MNT.
+# mkfs_mount NDEV DATA_PROFILE META_PROFILE [SIZE]: a new filesystem on the
+# first NDEV devices (SIZE: of each, mkfs.btrfs -b), mounted on MNT.
 mkfs_mount() {
 	FS_DEVS=$(echo "$DEVS" | awk -v n="$1" '{ for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? " " : ""), $i }')
 	# shellcheck disable=SC2086 # a list of devices
-	run_expect 0 mkfs.btrfs -f -q -d "$2" -m "$3" $FS_DEVS || return 1
+	run_expect 0 mkfs.btrfs -f -q ${4:+-b "$4"} -d "$2" -m "$3" $FS_DEVS || return 1
 	FS_DEV=${FS_DEVS%% *}
 	# shellcheck disable=SC2086
 	run_expect 0 btrfs device scan $FS_DEVS || return 1
@@ -157,6 +164,24 @@ write_files() {
 	fi
 	NFILES=$(wc -l <"$TMP/md5")
 	diag "wrote $NFILES files ($((WF_I * 8)) MiB + 2 small ones)"
+}
+# write_halves: on a filesystem whose data chunks are 16 MiB, f1 (8 MiB,
+# synced) fills the 8 MiB data chunk of mkfs, f2 (8 MiB) half fills a new one.
+write_halves() {
+	if ! head -c $((8 << 20)) /dev/urandom >"$MNT/f1" || ! sync ||
+		! head -c $((8 << 20)) /dev/urandom >"$MNT/f2" || ! sync ||
+		! (cd "$MNT" && md5sum f1 f2) >"$TMP/md5"; then
+		diag "FAILED: writing or summing the files"
+		return 1
+	fi
+	NFILES=2
+}
+# data_chunks: the logical starts of the data chunks, one a line, in order
+# (the chunk tree as on disk: sync first).
+data_chunks() {
+	btrfs inspect-internal dump-tree -t chunk "$FS_DEV" | awk '
+		/CHUNK_ITEM/ { s = $0; sub(/.*CHUNK_ITEM /, "", s); sub(/\).*/, "", s) }
+		/ type DATA/ && s != "" { print s; s = "" }'
 }
 md5_check() { cd "$MNT" && md5sum -c "$TMP/md5"; }
 verify_files() { # read back from disk, not from the page cache
@@ -381,6 +406,50 @@ t_limit() {
 	verify_files
 }
 
+t_usage_range() {
+	# One 160 MiB device: a new data chunk is 16 MiB (10% of it).
+	mkfs_mount 1 single dup 160M && write_halves && sync || return 1
+	UR_BEFORE=$(data_chunks)
+	UR_FULL=$(printf '%s\n' "$UR_BEFORE" | sed -n 1p)
+	UR_HALF=$(printf '%s\n' "$UR_BEFORE" | sed -n 2p)
+	OUT=$UR_BEFORE
+	{ [ "$(printf '%s\n' "$UR_BEFORE" | wc -l)" -eq 2 ] && [ -n "$UR_HALF" ]; } ||
+		failed "expected two data chunks (full, half full):" || return 1
+	diag "data chunks: full at $UR_FULL, half full at $UR_HALF"
+	dmesg_mark
+	# progs sends usage=0..60 as USAGE and USAGE_RANGE: the range applies.
+	run_expect 0 btrfs balance start -dusage=0..60 "$MNT" && relocated 1 1 || return 1
+	expect_dmesg_line "balance: start -dusage=0..60" || return 1
+	sync
+	OUT=$(data_chunks)
+	case "
+$OUT
+" in
+	*"
+$UR_HALF
+"*) failed "the half full chunk at $UR_HALF is still there:"; return 1 ;;
+	esac
+	case "
+$OUT
+" in
+	*"
+$UR_FULL
+"*) ;;
+	*) failed "the full chunk at $UR_FULL was relocated:"; return 1 ;;
+	esac
+	verify_files
+}
+
+t_start_message() {
+	mkfs_mount 3 single raid1 && write_files 8 || return 1
+	dmesg_mark
+	# -m without filters: metadata and (copied by progs) system chunks.
+	run_expect 0 btrfs balance start -dusage=50 -m "$MNT" && relocated 2 || return 1
+	# A type without filters does not repeat the filters of the one before.
+	expect_dmesg_line "balance: start -dusage=50 -m -s" || return 1
+	verify_files
+}
+
 run_test "balance -dusage=100 relocates the data chunks" t_usage
 run_test "convert data to raid1 and metadata to raid1c3" t_convert
 run_test "soft convert skips chunks already converted" t_soft
@@ -390,6 +459,8 @@ run_test "status, pause, resume of a running convert" t_pause_resume
 run_test "cancel of a running convert" t_cancel
 run_test "skip_balance keeps a paused balance paused until cancel" t_skip_balance
 run_test "limit filter: -dlimit=1 and -dlimit=5" t_limit
+run_test "-dusage=0..60 relocates the half full chunk, logged as such" t_usage_range
+run_test "the start line logs \"-dusage=50 -m -s\" for -dusage=50 -m" t_start_message
 
 [ "$NUM" -eq "$PLAN" ] || diag "BUG: ran $NUM tests, planned $PLAN"
 diag "$FAILED of $NUM failed"

@@ -1,20 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * KUnit tests for the decision layer of the btrfs restriper (balance.c).
- *
- * The decision layer takes plain values and returns decisions, so each case
- * is a literal input next to a literal result worked out by hand from the
- * documented semantics.  No expected value is computed by code under test.
+ * KUnit tests of the balance decisions: each case is a literal input next
+ * to the result worked out by hand.  No expected value is computed by the
+ * code under test.
  */
 
 #include <kunit/test.h>
-#include <linux/errno.h>
 #include <linux/string.h>
 #include "../misc.h"
 #include "../volumes.h"
 #include "../balance.h"
 
-/* Shorthands that keep the tables within 80 columns. */
+/* Shorthands that keep the tables readable. */
 #define B_DATA		BTRFS_BLOCK_GROUP_DATA
 #define B_SYS		BTRFS_BLOCK_GROUP_SYSTEM
 #define B_META		BTRFS_BLOCK_GROUP_METADATA
@@ -26,15 +23,13 @@
 #define B_RAID6		BTRFS_BLOCK_GROUP_RAID6
 #define B_RAID1C3	BTRFS_BLOCK_GROUP_RAID1C3
 #define B_RAID1C4	BTRFS_BLOCK_GROUP_RAID1C4
-/* SINGLE in extended format; in chunk format SINGLE is no profile bit. */
+/* SINGLE in extended format; in chunk format single is no profile bit. */
 #define B_SINGLE	BTRFS_AVAIL_ALLOC_BIT_SINGLE
 
 #define T_DATA		BTRFS_BALANCE_DATA
 #define T_SYS		BTRFS_BALANCE_SYSTEM
 #define T_META		BTRFS_BALANCE_METADATA
-#define T_ALL		(T_DATA | T_SYS | T_META)
-#define T_FORCE		BTRFS_BALANCE_FORCE
-#define T_RESUME	BTRFS_BALANCE_RESUME
+#define T_ALL		BTRFS_BALANCE_TYPE_MASK
 
 #define A_PROFILES	BTRFS_BALANCE_ARGS_PROFILES
 #define A_USAGE		BTRFS_BALANCE_ARGS_USAGE
@@ -51,39 +46,32 @@
 #define MIB(n)		((u64)(n) << 20)
 #define GIB(n)		((u64)(n) << 30)
 
-#define CONVERT_TO(t)	{ .flags = A_CONVERT, .target = (t) }
-#define USAGE_OF(u)	{ .flags = A_USAGE, .usage = (u) }
-
-/* ---------------------------------------------------------------------- */
-/* Profiles                                                               */
-/* ---------------------------------------------------------------------- */
-
 struct valid_case {
 	const char *name;
 	u64 flags;
-	bool extended;
-	bool valid;
+	int extended;
+	int valid;
 };
 
 static const struct valid_case valid_cases[] = {
-	{ "chunk: no profile bit is single", 0, false, true },
-	{ "extended: no profile bit is no profile", 0, true, false },
-	{ "chunk: type bits alone are single", B_DATA | B_META, false, true },
-	{ "extended: type bits alone are no profile", B_SYS, true, false },
-	{ "chunk: raid1", B_RAID1, false, true },
-	{ "extended: raid1", B_RAID1, true, true },
-	{ "chunk: metadata raid1c4", B_META | B_RAID1C4, false, true },
-	{ "extended: data raid6", B_DATA | B_RAID6, true, true },
-	{ "extended: the single bit", B_SINGLE, true, true },
-	{ "extended: data single", B_DATA | B_SINGLE, true, true },
-	{ "chunk: the single bit is stray", B_SINGLE, false, false },
-	{ "chunk: raid0|raid1", B_RAID0 | B_RAID1, false, false },
-	{ "extended: dup|raid10", B_DUP | B_RAID10, true, false },
-	{ "extended: single|raid1", B_SINGLE | B_RAID1, true, false },
-	{ "chunk: stray bit 11", BIT_ULL(11), false, false },
-	{ "chunk: raid1 with stray bit 11", B_RAID1 | BIT_ULL(11), false, false },
-	{ "extended: raid5 with stray bit 47", B_RAID5 | BIT_ULL(47), true, false },
-	{ "extended: stray bit 63", BIT_ULL(63), true, false },
+	{ "chunk: no profile bit is single", 0, 0, 1 },
+	{ "extended: no profile bit is no profile", 0, 1, 0 },
+	{ "chunk: type bits alone are single", B_DATA | B_META, 0, 1 },
+	{ "extended: type bits alone are no profile", B_SYS, 1, 0 },
+	{ "chunk: raid1", B_RAID1, 0, 1 },
+	{ "extended: raid1", B_RAID1, 1, 1 },
+	{ "chunk: metadata raid1c4", B_META | B_RAID1C4, 0, 1 },
+	{ "extended: data raid6", B_DATA | B_RAID6, 1, 1 },
+	{ "extended: the single bit", B_SINGLE, 1, 1 },
+	{ "extended: data single", B_DATA | B_SINGLE, 1, 1 },
+	{ "chunk: the single bit is stray", B_SINGLE, 0, 0 },
+	{ "chunk: raid0|raid1", B_RAID0 | B_RAID1, 0, 0 },
+	{ "extended: dup|raid10", B_DUP | B_RAID10, 1, 0 },
+	{ "extended: single|raid1", B_SINGLE | B_RAID1, 1, 0 },
+	{ "chunk: stray bit 11", BIT_ULL(11), 0, 0 },
+	{ "chunk: raid1 with stray bit 11", B_RAID1 | BIT_ULL(11), 0, 0 },
+	{ "extended: raid5 with stray bit 47", B_RAID5 | BIT_ULL(47), 1, 0 },
+	{ "extended: stray bit 63", BIT_ULL(63), 1, 0 },
 };
 
 static void valid_case_desc(const struct valid_case *p, char *desc)
@@ -97,13 +85,12 @@ static void profile_is_valid_test(struct kunit *test)
 {
 	const struct valid_case *p = test->param_value;
 
-	KUNIT_EXPECT_EQ(test, btrfs_balance_profile_is_valid(p->flags,
-							     p->extended),
+	KUNIT_EXPECT_EQ(test, alloc_profile_is_valid(p->flags, p->extended),
 			p->valid);
 }
 
 /* Each profile alone is valid, any two together are not. */
-static void profile_is_valid_every_raid_type_test(struct kunit *test)
+static void every_profile_alone_is_valid_test(struct kunit *test)
 {
 	int i, j;
 
@@ -112,100 +99,77 @@ static void profile_is_valid_every_raid_type_test(struct kunit *test)
 		u64 chunk = btrfs_raid_array[i].bg_flag;
 		u64 ext = chunk_to_extended(chunk);
 
-		KUNIT_EXPECT_TRUE_MSG(test,
-				      btrfs_balance_profile_is_valid(chunk, false),
-				      "%s", name);
-		KUNIT_EXPECT_TRUE_MSG(test,
-				      btrfs_balance_profile_is_valid(ext, true),
-				      "%s", name);
+		KUNIT_EXPECT_EQ_MSG(test, alloc_profile_is_valid(chunk, 0), 1,
+				    "%s", name);
+		KUNIT_EXPECT_EQ_MSG(test, alloc_profile_is_valid(ext, 1), 1,
+				    "%s", name);
 		for (j = 0; j < BTRFS_NR_RAID_TYPES; j++) {
 			u64 two = ext |
 				  chunk_to_extended(btrfs_raid_array[j].bg_flag);
 
 			if (i == j)
 				continue;
-			KUNIT_EXPECT_FALSE_MSG(test,
-					       btrfs_balance_profile_is_valid(two, true),
-					       "%s|%s", name,
-					       btrfs_raid_array[j].raid_name);
+			KUNIT_EXPECT_EQ_MSG(test, alloc_profile_is_valid(two, 1),
+					    0, "%s|%s", name,
+					    btrfs_raid_array[j].raid_name);
 		}
 	}
 }
 
-struct allowed_case {
+struct possible_case {
 	u64 num_devices;
-	u64 allowed;
+	u64 profiles;
 };
 
-static const struct allowed_case allowed_cases[] = {
-	{ 0, B_SINGLE },
-	{ 1, B_SINGLE | B_DUP | B_RAID0 },
-	{ 2, B_SINGLE | B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 },
-	{ 3, B_SINGLE | B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 |
-	     B_RAID6 | B_RAID1C3 },
-	{ 4, B_SINGLE | B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 |
-	     B_RAID6 | B_RAID1C3 | B_RAID1C4 },
-	{ 8, B_SINGLE | B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 |
-	     B_RAID6 | B_RAID1C3 | B_RAID1C4 },
+static const struct possible_case possible_cases[] = {
+	{ 0, 0 },
+	{ 1, B_DUP | B_RAID0 },
+	{ 2, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 },
+	{ 3, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 | B_RAID6 |
+	     B_RAID1C3 },
+	{ 4, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 | B_RAID6 |
+	     B_RAID1C3 | B_RAID1C4 },
+	{ 8, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 | B_RAID6 |
+	     B_RAID1C3 | B_RAID1C4 },
 };
 
-static void allowed_case_desc(const struct allowed_case *p, char *desc)
+static void possible_case_desc(const struct possible_case *p, char *desc)
 {
 	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%llu rw devices",
 		 p->num_devices);
 }
 
-KUNIT_ARRAY_PARAM(allowed, allowed_cases, allowed_case_desc);
+KUNIT_ARRAY_PARAM(possible, possible_cases, possible_case_desc);
 
-static void allowed_targets_test(struct kunit *test)
+static void possible_profiles_test(struct kunit *test)
 {
-	const struct allowed_case *p = test->param_value;
+	const struct possible_case *p = test->param_value;
 
-	KUNIT_EXPECT_EQ(test, btrfs_balance_allowed_targets(p->num_devices),
-			p->allowed);
+	KUNIT_EXPECT_EQ(test, possible_profiles(p->num_devices), p->profiles);
 }
 
-/* The literal masks above assume the 6.12 devs_min values: check them too. */
-static void allowed_targets_follow_devs_min_test(struct kunit *test)
+/* The masks above assume the devs_min values of this kernel: check them. */
+static void devs_min_is_what_the_tables_assume_test(struct kunit *test)
 {
-	static const u64 devs_min[BTRFS_NR_RAID_TYPES] = {
+	static const u8 devs_min[BTRFS_NR_RAID_TYPES] = {
 		[BTRFS_RAID_SINGLE] = 1, [BTRFS_RAID_RAID0] = 1,
 		[BTRFS_RAID_DUP] = 1, [BTRFS_RAID_RAID1] = 2,
 		[BTRFS_RAID_RAID10] = 2, [BTRFS_RAID_RAID5] = 2,
 		[BTRFS_RAID_RAID6] = 3, [BTRFS_RAID_RAID1C3] = 3,
 		[BTRFS_RAID_RAID1C4] = 4,
 	};
-	u64 n;
 	int i;
 
 	for (i = 0; i < BTRFS_NR_RAID_TYPES; i++)
-		KUNIT_EXPECT_EQ_MSG(test, (u64)btrfs_raid_array[i].devs_min,
+		KUNIT_EXPECT_EQ_MSG(test, btrfs_raid_array[i].devs_min,
 				    devs_min[i], "%s",
 				    btrfs_raid_array[i].raid_name);
-
-	for (n = 0; n <= 8; n++) {
-		u64 allowed = btrfs_balance_allowed_targets(n);
-
-		KUNIT_EXPECT_EQ(test, allowed & B_SINGLE, B_SINGLE);
-		KUNIT_EXPECT_EQ(test, allowed & ~BTRFS_EXTENDED_PROFILE_MASK,
-				0ULL);
-		for (i = 0; i < BTRFS_NR_RAID_TYPES; i++) {
-			u64 bg = btrfs_raid_array[i].bg_flag;
-
-			if (!bg)
-				continue;
-			KUNIT_EXPECT_EQ_MSG(test, !!(allowed & bg),
-					    n >= btrfs_raid_array[i].devs_min,
-					    "%s on %llu devices",
-					    btrfs_raid_array[i].raid_name, n);
-		}
-	}
 }
 
 /*
- * A balance that converts is "running" while it relocates and "paused" when
- * it was interrupted: fs_info keeps the control in both cases, and a paused
- * one carries RESUME, SOFT and some progress.  NO_BALANCE means no control.
+ * The balance running or paused while a chunk is allocated: none, one
+ * that relocates, or one that was paused (RESUME and SOFT set, progress
+ * made).  The allocator must not care about the difference.
  */
 enum bctl_state { NO_BALANCE, RUNNING, PAUSED };
 
@@ -246,7 +210,7 @@ init_bctl(struct btrfs_balance_control *bctl, const struct profile_case *p)
 	init_type_args(&bctl->meta, p->meta_target, p->state);
 	init_type_args(&bctl->sys, p->sys_target, p->state);
 	if (p->state == PAUSED) {
-		bctl->flags |= T_RESUME;
+		bctl->flags |= BTRFS_BALANCE_RESUME;
 		bctl->stat.expected = 10;
 		bctl->stat.considered = 4;
 		bctl->stat.completed = 3;
@@ -295,9 +259,8 @@ static void restripe_target_test(struct kunit *test)
 	const struct profile_case *p = test->param_value;
 	struct btrfs_balance_control bctl;
 
-	KUNIT_EXPECT_EQ(test,
-			btrfs_balance_restripe_target(init_bctl(&bctl, p),
-						      p->flags),
+	KUNIT_EXPECT_EQ(test, get_restripe_target(init_bctl(&bctl, p),
+						  p->flags),
 			p->expected);
 }
 
@@ -341,6 +304,8 @@ static const struct profile_case alloc_cases[] = {
 	  B_DATA | BTRFS_EXTENDED_PROFILE_MASK, 2, B_DATA | B_RAID5 },
 	{ "all profiles on 1 device: dup", NO_BALANCE, 0, 0, 0,
 	  B_DATA | BTRFS_EXTENDED_PROFILE_MASK, 1, B_DATA | B_DUP },
+	{ "no rw device: single", NO_BALANCE, 0, 0, 0,
+	  B_DATA | BTRFS_EXTENDED_PROFILE_MASK, 0, B_DATA },
 	{ "raid10 over raid1 and raid0", NO_BALANCE, 0, 0, 0,
 	  B_DATA | B_RAID10 | B_RAID1 | B_RAID0, 2, B_DATA | B_RAID10 },
 	{ "raid6 and raid1c3 need 3 devices", NO_BALANCE, 0, 0, 0,
@@ -349,24 +314,23 @@ static const struct profile_case alloc_cases[] = {
 
 KUNIT_ARRAY_PARAM(alloc, alloc_cases, profile_case_desc);
 
-static void alloc_profile_test(struct kunit *test)
+static void reduce_alloc_profile_test(struct kunit *test)
 {
 	const struct profile_case *p = test->param_value;
 	struct btrfs_balance_control bctl;
 
-	KUNIT_EXPECT_EQ(test,
-			btrfs_balance_alloc_profile(init_bctl(&bctl, p),
-						    p->flags, p->num_devices),
+	KUNIT_EXPECT_EQ(test, reduce_alloc_profile(init_bctl(&bctl, p),
+						   p->flags, p->num_devices),
 			p->expected);
 }
 
 static struct kunit_case balance_profiles_cases[] = {
 	KUNIT_CASE_PARAM(profile_is_valid_test, valid_gen_params),
-	KUNIT_CASE(profile_is_valid_every_raid_type_test),
-	KUNIT_CASE_PARAM(allowed_targets_test, allowed_gen_params),
-	KUNIT_CASE(allowed_targets_follow_devs_min_test),
+	KUNIT_CASE(every_profile_alone_is_valid_test),
+	KUNIT_CASE_PARAM(possible_profiles_test, possible_gen_params),
+	KUNIT_CASE(devs_min_is_what_the_tables_assume_test),
 	KUNIT_CASE_PARAM(restripe_target_test, restripe_gen_params),
-	KUNIT_CASE_PARAM(alloc_profile_test, alloc_gen_params),
+	KUNIT_CASE_PARAM(reduce_alloc_profile_test, alloc_gen_params),
 	{}
 };
 
@@ -375,62 +339,10 @@ static struct kunit_suite balance_profiles_suite = {
 	.test_cases = balance_profiles_cases,
 };
 
-/* ---------------------------------------------------------------------- */
-/* Filters and limits                                                     */
-/* ---------------------------------------------------------------------- */
-
-enum which_args { NO_ARGS, DATA_ARGS, META_ARGS, SYS_ARGS };
-
-struct chunk_args_case {
-	const char *name;
-	u64 bctl_flags;
-	u64 chunk_type;
-	enum which_args which;
-};
-
-static const struct chunk_args_case chunk_args_cases[] = {
-	{ "data chunk, data selected", T_DATA, B_DATA, DATA_ARGS },
-	{ "metadata chunk, data selected", T_DATA, B_META, NO_ARGS },
-	{ "metadata chunk, metadata selected", T_META, B_META | B_RAID1,
-	  META_ARGS },
-	{ "system chunk, system selected", T_SYS, B_SYS | B_DUP, SYS_ARGS },
-	{ "metadata chunk, system selected", T_SYS, B_META, NO_ARGS },
-	{ "system chunk, all selected", T_ALL, B_SYS, SYS_ARGS },
-	/* A mixed chunk takes the data args whichever type selected it. */
-	{ "mixed chunk, metadata selected", T_META, B_DATA | B_META,
-	  DATA_ARGS },
-	{ "mixed chunk, system selected", T_SYS, B_DATA | B_META, NO_ARGS },
-	{ "mixed chunk, data selected", T_DATA, B_DATA | B_META, DATA_ARGS },
-	{ "mixed chunk, both selected", T_DATA | T_META, B_DATA | B_META,
-	  DATA_ARGS },
-	{ "force and resume select nothing", T_FORCE | T_RESUME, B_DATA,
-	  NO_ARGS },
-};
-
-static void chunk_args_case_desc(const struct chunk_args_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(chunk_args, chunk_args_cases, chunk_args_case_desc);
-
-static void args_for_chunk_test(struct kunit *test)
-{
-	const struct chunk_args_case *p = test->param_value;
-	const struct btrfs_balance_args *expected = NULL;
-	struct btrfs_balance_control bctl = { .flags = p->bctl_flags };
-
-	if (p->which == DATA_ARGS)
-		expected = &bctl.data;
-	else if (p->which == META_ARGS)
-		expected = &bctl.meta;
-	else if (p->which == SYS_ARGS)
-		expected = &bctl.sys;
-	KUNIT_EXPECT_PTR_EQ(test,
-			    btrfs_balance_args_for_chunk(&bctl, p->chunk_type),
-			    expected);
-}
-
+/*
+ * Filters.  Each returns 1 when it filters the chunk out, 0 when the chunk
+ * may be relocated; the tables say whether the chunk passes.
+ */
 struct filter_case {
 	const char *name;
 	struct btrfs_balance_args args;
@@ -438,7 +350,7 @@ struct filter_case {
 	u64 start;
 	u64 length;
 	u64 used;
-	u32 num_stripes;
+	int num_stripes;
 	struct btrfs_balance_stripe stripes[4];
 	bool pass;
 };
@@ -448,25 +360,45 @@ static void filter_case_desc(const struct filter_case *p, char *desc)
 	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
 }
 
-static void run_filter_case(struct kunit *test,
-			    bool (*filter)(const struct btrfs_balance_args *bargs,
-					   const struct btrfs_balance_chunk *chunk))
+static void init_chunk(struct btrfs_balance_chunk *chunk,
+		       const struct filter_case *p,
+		       struct btrfs_balance_stripe *stripes)
 {
-	const struct filter_case *p = test->param_value;
-	const struct btrfs_balance_chunk chunk = {
+	memcpy(stripes, p->stripes, sizeof(p->stripes));
+	*chunk = (struct btrfs_balance_chunk) {
 		.type = p->type,
 		.start = p->start,
 		.length = p->length,
 		.used = p->used,
 		.num_stripes = p->num_stripes,
-		.stripes = p->stripes,
+		.stripes = stripes,
 	};
+}
 
-	KUNIT_EXPECT_EQ(test, filter(&p->args, &chunk), p->pass);
+static void run_filter_case(struct kunit *test,
+			    int (*filter)(const struct btrfs_balance_chunk *,
+					  const struct btrfs_balance_args *))
+{
+	const struct filter_case *p = test->param_value;
+	struct btrfs_balance_stripe stripes[4];
+	struct btrfs_balance_chunk chunk;
+
+	init_chunk(&chunk, p, stripes);
+	KUNIT_EXPECT_EQ(test, filter(&chunk, &p->args), p->pass ? 0 : 1);
+}
+
+/* The profiles and soft filters look at the chunk type only. */
+static void run_type_filter_case(struct kunit *test,
+				 int (*filter)(u64,
+					       const struct btrfs_balance_args *))
+{
+	const struct filter_case *p = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, filter(p->type, &p->args), p->pass ? 0 : 1);
 }
 
 #define PROFILES_CASE(_name, _profiles, _type, _pass)			\
-	{ .name = _name, .type = _type, .length = GIB(1), .pass = _pass,\
+	{ .name = _name, .type = _type, .pass = _pass,			\
 	  .args = { .flags = A_PROFILES, .profiles = _profiles } }
 
 static const struct filter_case profiles_cases[] = {
@@ -484,12 +416,15 @@ static const struct filter_case profiles_cases[] = {
 
 KUNIT_ARRAY_PARAM(profiles, profiles_cases, filter_case_desc);
 
-static void filter_profiles_test(struct kunit *test)
+static void profiles_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_profiles);
+	run_type_filter_case(test, chunk_profiles_filter);
 }
 
-/* 1GiB = 1073741824; N% of it rounds down: 1% = 10737418, 99% = 1063004405. */
+/*
+ * usage=N: less than N percent of the chunk used; 0 means empty.
+ * 1GiB = 1073741824; N% of it rounds down: 1% = 10737418, 99% = 1063004405.
+ */
 #define USAGE_CASE(_name, _usage, _length, _used, _pass)		\
 	{ .name = _name, .type = B_DATA, .length = _length,		\
 	  .used = _used, .pass = _pass,					\
@@ -512,17 +447,42 @@ static const struct filter_case usage_cases[] = {
 	USAGE_CASE("101: full minus one passes", 101, GIB(1), 1073741823,
 		   true),
 	USAGE_CASE("101: full fails", 101, GIB(1), 1073741824, false),
-	USAGE_CASE("1000: full fails", 1000, GIB(1), 1073741824, false),
+	USAGE_CASE("2^32+1: half passes", BIT_ULL(32) + 1, GIB(1),
+		   536870912, true),
 };
 
 KUNIT_ARRAY_PARAM(usage, usage_cases, filter_case_desc);
 
-static void filter_usage_test(struct kunit *test)
+static void usage_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_usage);
+	run_filter_case(test, chunk_usage_filter);
 }
 
-/* 1GiB: 10% = 107374182, 50% = 536870912. */
+/*
+ * Whole multiples of 2^32 are not 0: the usage filter reads the whole
+ * field, not usage_min, which shares its bytes with one half of it.
+ */
+static void usage_filter_2_32_test(struct kunit *test)
+{
+	struct btrfs_balance_chunk half = { .type = B_DATA, .length = GIB(1),
+					    .used = GIB(1) / 2 };
+	struct btrfs_balance_chunk empty = { .type = B_DATA, .length = GIB(1) };
+	static const u64 usages[] = { BIT_ULL(32), 3 * BIT_ULL(32),
+				      BIT_ULL(63), U64_MAX };
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(usages); i++) {
+		struct btrfs_balance_args args = { .flags = A_USAGE,
+						   .usage = usages[i] };
+
+		KUNIT_EXPECT_EQ_MSG(test, chunk_usage_filter(&empty, &args), 0,
+				    "usage=%llu", usages[i]);
+		KUNIT_EXPECT_EQ_MSG(test, chunk_usage_filter(&half, &args), 0,
+				    "usage=%llu", usages[i]);
+	}
+}
+
+/* usage=MIN..MAX: at least MIN and less than MAX percent used. */
 #define RANGE_CASE(_name, _min, _max, _used, _pass)			\
 	{ .name = _name, .type = B_DATA, .length = GIB(1),		\
 	  .used = _used, .pass = _pass,					\
@@ -545,18 +505,21 @@ static const struct filter_case usage_range_cases[] = {
 	RANGE_CASE("50..101: full minus one passes", 50, 101, 1073741823,
 		   true),
 	RANGE_CASE("50..101: full fails", 50, 101, 1073741824, false),
+	RANGE_CASE("50..open end: full minus one passes", 50, U32_MAX,
+		   1073741823, true),
 	RANGE_CASE("1..99: 10737417 fails", 1, 99, 10737417, false),
 	RANGE_CASE("1..99: 10737418 passes", 1, 99, 10737418, true),
 	RANGE_CASE("1..99: 1063004404 passes", 1, 99, 1063004404, true),
 	RANGE_CASE("1..99: 1063004405 fails", 1, 99, 1063004405, false),
 	RANGE_CASE("50..50: empty range", 50, 50, 536870912, false),
+	RANGE_CASE("70..30: inverted range", 70, 30, 536870912, false),
 };
 
 KUNIT_ARRAY_PARAM(usage_range, usage_range_cases, filter_case_desc);
 
-static void filter_usage_range_test(struct kunit *test)
+static void usage_range_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_usage_range);
+	run_filter_case(test, chunk_usage_range_filter);
 }
 
 #define RAID1_ON_1_AND_3						\
@@ -583,12 +546,13 @@ static const struct filter_case devid_cases[] = {
 
 KUNIT_ARRAY_PARAM(devid, devid_cases, filter_case_desc);
 
-static void filter_devid_test(struct kunit *test)
+static void devid_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_devid);
+	run_filter_case(test, chunk_devid_filter);
 }
 
 /*
+ * drange=PSTART..PEND: a stripe on the devid overlaps [pstart, pend).
  * Stripe lengths of a 1GiB chunk, (num_stripes - nparity) / ncopies data
  * stripes: single 1GiB, dup x2 1GiB, raid1 x2 1GiB, raid1c3 x3 1GiB,
  * raid0 x4 256MiB, raid10 x4 512MiB, raid5 x3 512MiB, raid6 x4 512MiB.
@@ -622,6 +586,10 @@ static void filter_devid_test(struct kunit *test)
 #define RAID6_AT_2G							\
 	.type = B_DATA | B_RAID6, .length = GIB(1), .num_stripes = 4,	\
 	.stripes = { { 1, 0 }, { 2, 0 }, { 3, 0 }, { 4, GIB(2) } }
+/* Corrupted: raid1 needs two stripes, so it has no whole data stripe. */
+#define RAID1_ONE_STRIPE						\
+	.type = B_DATA | B_RAID1, .length = GIB(1), .num_stripes = 1,	\
+	.stripes = { { 1, GIB(4) } }
 
 static const struct filter_case drange_cases[] = {
 	{ .name = "no devid flag: everything", .pass = true, SINGLE_AT_4G,
@@ -636,6 +604,10 @@ static const struct filter_case drange_cases[] = {
 		    true, SINGLE_AT_4G),
 	DRANGE_CASE("single: range inside the stripe", 1, GIB(4) + MIB(1),
 		    GIB(4) + MIB(2), true, SINGLE_AT_4G),
+	DRANGE_CASE("single: empty range inside the stripe selects it", 1,
+		    GIB(4) + 1, GIB(4) + 1, true, SINGLE_AT_4G),
+	DRANGE_CASE("single: inverted range around the stripe", 1, GIB(6),
+		    GIB(3), false, SINGLE_AT_4G),
 	DRANGE_CASE("single: overlap on another devid", 2, GIB(4), GIB(5),
 		    false, SINGLE_AT_4G),
 	DRANGE_CASE("dup: range between the copies", 1, GIB(2), GIB(3),
@@ -668,16 +640,18 @@ static const struct filter_case drange_cases[] = {
 		    GIB(2) + MIB(512), GIB(3), false, RAID6_AT_2G),
 	DRANGE_CASE("raid6 x4: last byte of 512MiB stripe", 4,
 		    GIB(2) + MIB(512) - 1, GIB(3), true, RAID6_AT_2G),
+	DRANGE_CASE("raid1 with one stripe: no data stripe, no match", 1, 0,
+		    U64_MAX, false, RAID1_ONE_STRIPE),
 };
 
 KUNIT_ARRAY_PARAM(drange, drange_cases, filter_case_desc);
 
-static void filter_drange_test(struct kunit *test)
+static void drange_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_drange);
+	run_filter_case(test, chunk_drange_filter);
 }
 
-/* The chunk covers [10GiB, 11GiB). */
+/* vrange=VSTART..VEND: the chunk overlaps [vstart, vend) */
 #define VRANGE_CASE(_name, _start, _end, _pass)				\
 	{ .name = _name, .type = B_DATA, .start = GIB(10),		\
 	  .length = GIB(1), .pass = _pass,				\
@@ -689,17 +663,21 @@ static const struct filter_case vrange_cases[] = {
 	VRANGE_CASE("chunk starts at vend", GIB(9), GIB(10), false),
 	VRANGE_CASE("first byte before vend", GIB(9), GIB(10) + 1, true),
 	VRANGE_CASE("range inside the chunk", GIB(10) + 1, GIB(10) + 2, true),
+	VRANGE_CASE("empty range inside the chunk selects it", GIB(10) + 1,
+		    GIB(10) + 1, true),
+	VRANGE_CASE("inverted range around the chunk", GIB(12), GIB(9),
+		    false),
 	VRANGE_CASE("whole address space", 0, U64_MAX, true),
 };
 
 KUNIT_ARRAY_PARAM(vrange, vrange_cases, filter_case_desc);
 
-static void filter_vrange_test(struct kunit *test)
+static void vrange_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_vrange);
+	run_filter_case(test, chunk_vrange_filter);
 }
 
-/* A three stripe chunk. */
+/* stripes=MIN..MAX, both inclusive, on a three stripe chunk. */
 #define STRIPES_CASE(_name, _min, _max, _pass)				\
 	{ .name = _name, .type = B_SYS | B_RAID1C3, .length = GIB(1),	\
 	  .num_stripes = 3, .pass = _pass,				\
@@ -713,17 +691,19 @@ static const struct filter_case stripes_cases[] = {
 	STRIPES_CASE("1..2", 1, 2, false),
 	STRIPES_CASE("4..8", 4, 8, false),
 	STRIPES_CASE("0..0", 0, 0, false),
+	STRIPES_CASE("4..2: inverted", 4, 2, false),
 };
 
 KUNIT_ARRAY_PARAM(stripes, stripes_cases, filter_case_desc);
 
-static void filter_stripes_test(struct kunit *test)
+static void stripes_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_stripes);
+	run_filter_case(test, chunk_stripes_range_filter);
 }
 
+/* soft: a convert leaves the chunks that have the target profile. */
 #define SOFT_CASE(_name, _flags, _target, _type, _pass)			\
-	{ .name = _name, .type = _type, .length = GIB(1), .pass = _pass,\
+	{ .name = _name, .type = _type, .pass = _pass,			\
 	  .args = { .flags = _flags, .target = _target } }
 
 static const struct filter_case soft_cases[] = {
@@ -745,13 +725,14 @@ static const struct filter_case soft_cases[] = {
 
 KUNIT_ARRAY_PARAM(soft, soft_cases, filter_case_desc);
 
-static void filter_soft_test(struct kunit *test)
+static void soft_filter_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_filter_soft);
+	run_type_filter_case(test, chunk_soft_convert_filter);
 }
 
 /*
- * A data raid1 chunk at [10GiB, 11GiB), half used (536870912 bytes), with
+ * should_balance_chunk() with every type selected and these data args, on
+ * a data raid1 chunk at [10GiB, 11GiB), half used (536870912 bytes), with
  * 1GiB stripes on devid 1 at 1GiB and on devid 2 at 2GiB.
  */
 #define COMBO(_name, _pass, ...)					\
@@ -775,8 +756,14 @@ static const struct filter_case combo_cases[] = {
 	      .usage_min = 40, .usage_max = 60),
 	COMBO("usage=60..70", false, .flags = A_USAGE_RANGE,
 	      .usage_min = 60, .usage_max = 70),
-	COMBO("usage and usage range: only usage applies", true,
+	COMBO("usage and usage range: the range passes", true,
+	      .flags = A_USAGE | A_USAGE_RANGE, .usage_min = 40,
+	      .usage_max = 60),
+	COMBO("usage and usage range: the range fails", false,
 	      .flags = A_USAGE | A_USAGE_RANGE, .usage = USAGE_10_10),
+	COMBO("usage=0..60 as btrfs-progs sends it: the range applies", true,
+	      .flags = A_USAGE | A_USAGE_RANGE, .usage_min = 0,
+	      .usage_max = 60),
 	COMBO("the same value as a range alone", false,
 	      .flags = A_USAGE_RANGE, .usage = USAGE_10_10),
 	COMBO("devid=2", true, .flags = A_DEVID, .devid = 2),
@@ -803,10 +790,10 @@ static const struct filter_case combo_cases[] = {
 	      .target = B_RAID1),
 	COMBO("convert to raid1 without soft", true, .flags = A_CONVERT,
 	      .target = B_RAID1),
-	COMBO("limit=0 is not applied here", true, .flags = A_LIMIT,
-	      .limit = 0),
-	COMBO("limit=5..0 is not applied here", true,
-	      .flags = A_LIMIT_RANGE, .limit_min = 5, .limit_max = 0),
+	/* The limits count chunks: the walk applies them, not the filters. */
+	COMBO("limit=0 is not a filter", true, .flags = A_LIMIT, .limit = 0),
+	COMBO("limit=5..0 is not a filter", true, .flags = A_LIMIT_RANGE,
+	      .limit_min = 5, .limit_max = 0),
 	COMBO("every filter passes", true,
 	      .flags = A_PROFILES | A_USAGE | A_DEVID | A_DRANGE | A_VRANGE |
 		       A_STRIPES | A_CONVERT | A_SOFT,
@@ -825,125 +812,322 @@ static const struct filter_case combo_cases[] = {
 
 KUNIT_ARRAY_PARAM(combo, combo_cases, filter_case_desc);
 
-static void chunk_passes_filters_test(struct kunit *test)
+static void should_balance_chunk_test(struct kunit *test)
 {
-	run_filter_case(test, btrfs_balance_chunk_passes_filters);
+	const struct filter_case *p = test->param_value;
+	struct btrfs_balance_control bctl = { .flags = T_ALL, .data = p->args };
+	struct btrfs_balance_stripe stripes[4];
+	struct btrfs_balance_chunk chunk;
+
+	init_chunk(&chunk, p, stripes);
+	KUNIT_EXPECT_EQ(test, should_balance_chunk(&bctl, &chunk),
+			p->pass ? 1 : 0);
 }
 
-struct limit_case {
+/* Which args a chunk is judged by: they differ in their usage filter. */
+enum which_args { NO_ARGS, DATA_ARGS, META_ARGS, SYS_ARGS };
+
+struct chunk_args_case {
 	const char *name;
-	struct btrfs_balance_args args;
-	u64 count;
-	bool expected;
+	u64 bctl_flags;
+	u64 chunk_type;
+	enum which_args which;
 };
 
-static void limit_case_desc(const struct limit_case *p, char *desc)
+static const struct chunk_args_case chunk_args_cases[] = {
+	{ "data chunk, data selected", T_DATA, B_DATA, DATA_ARGS },
+	{ "metadata chunk, data selected", T_DATA, B_META, NO_ARGS },
+	{ "metadata chunk, metadata selected", T_META, B_META | B_RAID1,
+	  META_ARGS },
+	{ "system chunk, system selected", T_SYS, B_SYS | B_DUP, SYS_ARGS },
+	{ "metadata chunk, system selected", T_SYS, B_META, NO_ARGS },
+	{ "system chunk, all selected", T_ALL, B_SYS, SYS_ARGS },
+	/* A mixed chunk takes the data args whichever type selected it. */
+	{ "mixed chunk, metadata selected", T_META, B_DATA | B_META,
+	  DATA_ARGS },
+	{ "mixed chunk, system selected", T_SYS, B_DATA | B_META, NO_ARGS },
+	{ "mixed chunk, data selected", T_DATA, B_DATA | B_META, DATA_ARGS },
+	{ "mixed chunk, both selected", T_DATA | T_META, B_DATA | B_META,
+	  DATA_ARGS },
+	{ "force and resume select nothing",
+	  BTRFS_BALANCE_FORCE | BTRFS_BALANCE_RESUME, B_DATA, NO_ARGS },
+};
+
+static void chunk_args_case_desc(const struct chunk_args_case *p, char *desc)
 {
 	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
 }
 
-/* limit_min == limit_max == 2 whatever the byte order. */
-#define LIMIT_2_2	((2ULL << 32) | 2)
+KUNIT_ARRAY_PARAM(chunk_args, chunk_args_cases, chunk_args_case_desc);
 
-static const struct limit_case limit_cases[] = {
-	{ "no flag: no cap", { .limit = 0 }, 1000, true },
-	{ "limit=3: first", { .flags = A_LIMIT, .limit = 3 }, 0, true },
-	{ "limit=3: third", { .flags = A_LIMIT, .limit = 3 }, 2, true },
-	{ "limit=3: fourth", { .flags = A_LIMIT, .limit = 3 }, 3, false },
-	{ "limit=3: past it", { .flags = A_LIMIT, .limit = 3 }, 4, false },
-	{ "limit=0: nothing", { .flags = A_LIMIT, .limit = 0 }, 0, false },
-	{ "limit=1..2: second", { .flags = A_LIMIT_RANGE, .limit_min = 1,
-	  .limit_max = 2 }, 1, true },
-	{ "limit=1..2: third", { .flags = A_LIMIT_RANGE, .limit_min = 1,
-	  .limit_max = 2 }, 2, false },
-	{ "limit=5..2: min is not a cap", { .flags = A_LIMIT_RANGE,
-	  .limit_min = 5, .limit_max = 2 }, 1, true },
-	{ "limit=0..0: nothing", { .flags = A_LIMIT_RANGE }, 0, false },
-	{ "limit and limit range: limit applies",
-	  { .flags = A_LIMIT | A_LIMIT_RANGE, .limit = LIMIT_2_2 }, 3, true },
-};
-
-KUNIT_ARRAY_PARAM(limit, limit_cases, limit_case_desc);
-
-static void limit_allows_test(struct kunit *test)
+static void args_of_the_chunk_type_apply_test(struct kunit *test)
 {
-	const struct limit_case *p = test->param_value;
-	struct btrfs_balance_args args = p->args;
-
-	KUNIT_EXPECT_EQ(test, btrfs_balance_limit_allows(&args, p->count),
-			p->expected);
-	/* The args are not a counter: asking again gives the same answer. */
-	KUNIT_EXPECT_EQ(test, btrfs_balance_limit_allows(&args, p->count),
-			p->expected);
-	KUNIT_EXPECT_MEMEQ(test, &args, &p->args, sizeof(args));
-}
-
-/* Count chunks the way a balance pass does; the args stay as they were. */
-static void limit_counts_without_mutating_args_test(struct kunit *test)
-{
-	struct btrfs_balance_args args = { .flags = A_LIMIT, .limit = 3 };
-	struct btrfs_balance_args saved = args;
-	u64 taken = 0;
+	const struct chunk_args_case *p = test->param_value;
+	/* Each type's args pass a chunk with only one used byte count. */
+	struct btrfs_balance_control bctl = {
+		.flags = p->bctl_flags,
+		.data = { .flags = A_USAGE_RANGE, .usage_min = 10,
+			  .usage_max = 20 },
+		.meta = { .flags = A_USAGE_RANGE, .usage_min = 30,
+			  .usage_max = 40 },
+		.sys = { .flags = A_USAGE_RANGE, .usage_min = 50,
+			 .usage_max = 60 },
+	};
+	static const u64 used_pct[] = { 15, 35, 55 };
 	int i;
 
-	for (i = 0; i < 10; i++)
-		if (btrfs_balance_limit_allows(&args, taken))
-			taken++;
-	KUNIT_EXPECT_EQ(test, taken, 3ULL);
-	KUNIT_EXPECT_MEMEQ(test, &args, &saved, sizeof(args));
+	for (i = 0; i < ARRAY_SIZE(used_pct); i++) {
+		struct btrfs_balance_chunk chunk = {
+			.type = p->chunk_type, .length = 100,
+			.used = used_pct[i],
+		};
+		bool expected = p->which == DATA_ARGS + i;
 
-	args = (struct btrfs_balance_args){ .flags = A_LIMIT_RANGE,
-					    .limit_min = 2, .limit_max = 4 };
-	saved = args;
-	for (taken = 0, i = 0; i < 10; i++)
-		if (btrfs_balance_limit_allows(&args, taken))
-			taken++;
-	KUNIT_EXPECT_EQ(test, taken, 4ULL);
-	KUNIT_EXPECT_MEMEQ(test, &args, &saved, sizeof(args));
+		KUNIT_EXPECT_EQ_MSG(test, should_balance_chunk(&bctl, &chunk),
+				    expected ? 1 : 0, "%llu%% used",
+				    used_pct[i]);
+	}
 }
 
-static const struct limit_case limit_min_cases[] = {
-	{ "limit=2..5: 1 selected", { .flags = A_LIMIT_RANGE,
-	  .limit_min = 2, .limit_max = 5 }, 1, false },
-	{ "limit=2..5: 2 selected", { .flags = A_LIMIT_RANGE,
-	  .limit_min = 2, .limit_max = 5 }, 2, true },
-	{ "limit=2..5: 6 selected", { .flags = A_LIMIT_RANGE,
-	  .limit_min = 2, .limit_max = 5 }, 6, true },
-	{ "limit=0..5: nothing selected", { .flags = A_LIMIT_RANGE,
-	  .limit_min = 0, .limit_max = 5 }, 0, true },
-	{ "no limit flag, min bytes 3: 2 selected", { .limit_min = 3 }, 2,
-	  true },
-	{ "single limit=5: 3 selected", { .flags = A_LIMIT, .limit = 5 }, 3,
-	  true },
-	{ "single limit=5: nothing selected", { .flags = A_LIMIT, .limit = 5 },
-	  0, true },
+/* The chunk walk: a counting pass, then a relocation pass. */
+
+struct type_index_case {
+	u64 type;
+	int index;
 };
 
-KUNIT_ARRAY_PARAM(limit_min, limit_min_cases, limit_case_desc);
+static const struct type_index_case type_index_cases[] = {
+	{ B_DATA, BTRFS_BALANCE_DATA_INDEX },
+	{ B_DATA | B_RAID1, BTRFS_BALANCE_DATA_INDEX },
+	{ B_META | B_DUP, BTRFS_BALANCE_META_INDEX },
+	{ B_SYS | B_RAID1C3, BTRFS_BALANCE_SYS_INDEX },
+	{ B_DATA | B_META, BTRFS_BALANCE_DATA_INDEX },
+};
 
-static void limit_min_reached_test(struct kunit *test)
+static void type_index_case_desc(const struct type_index_case *p, char *desc)
 {
-	const struct limit_case *p = test->param_value;
+	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "type 0x%llx", p->type);
+}
 
-	KUNIT_EXPECT_EQ(test, btrfs_balance_limit_min_reached(&p->args,
-							      p->count),
-			p->expected);
+KUNIT_ARRAY_PARAM(type_index, type_index_cases, type_index_case_desc);
+
+static void type_index_test(struct kunit *test)
+{
+	const struct type_index_case *p = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, balance_type_index(p->type), p->index);
+}
+
+#define SKIP		BTRFS_BALANCE_SKIP
+#define COUNT		BTRFS_BALANCE_COUNT
+#define RELOCATE	BTRFS_BALANCE_RELOCATE
+#define MAX_WALK	8
+
+/*
+ * One pass over chunks of @types, highest logical address first, all of
+ * them half used, keeping the walk's counters as __btrfs_balance() does:
+ * a chunk counted or relocated is taken.
+ */
+static void run_pass(struct kunit *test,
+		     const struct btrfs_balance_control *bctl,
+		     struct btrfs_balance_walk *walk, int nr, const u64 *types,
+		     const enum btrfs_balance_action *expected)
+{
+	int i;
+
+	for (i = 0; i < nr; i++) {
+		struct btrfs_balance_chunk chunk = {
+			.type = types[i],
+			.start = GIB(nr - i),
+			.length = GIB(1),
+			.used = GIB(1) / 2,
+		};
+		enum btrfs_balance_action action;
+
+		action = balance_decide_chunk(bctl, walk, &chunk);
+		KUNIT_EXPECT_EQ_MSG(test, action, expected[i], "%s, chunk %d",
+				    walk->counting ? "counting" : "relocating",
+				    i);
+		if (action != SKIP)
+			walk->taken[balance_type_index(chunk.type)]++;
+	}
+}
+
+/* Both passes: the counting pass's takes are the relocation's counts. */
+static void run_walk(struct kunit *test,
+		     const struct btrfs_balance_control *bctl, int nr,
+		     const u64 *types,
+		     const enum btrfs_balance_action *counting,
+		     const enum btrfs_balance_action *relocating)
+{
+	struct btrfs_balance_walk walk = { .counting = true };
+
+	run_pass(test, bctl, &walk, nr, types, counting);
+	memcpy(walk.counted, walk.taken, sizeof(walk.counted));
+	memset(walk.taken, 0, sizeof(walk.taken));
+	walk.counting = false;
+	run_pass(test, bctl, &walk, nr, types, relocating);
+}
+
+/* What each pass does with each chunk of a walk. */
+struct walk_case {
+	const char *name;
+	struct btrfs_balance_control bctl;
+	int nr;
+	u64 types[MAX_WALK];
+	enum btrfs_balance_action counting[MAX_WALK];
+	enum btrfs_balance_action relocating[MAX_WALK];
+};
+
+static void walk_case_desc(const struct walk_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+static void walk_test(struct kunit *test)
+{
+	const struct walk_case *p = test->param_value;
+	struct btrfs_balance_control bctl = p->bctl;
+
+	run_walk(test, &bctl, p->nr, p->types, p->counting, p->relocating);
+	/* The walk does not write into the request. */
+	KUNIT_EXPECT_MEMEQ(test, &bctl, &p->bctl, sizeof(bctl));
+}
+
+#define D	B_DATA
+#define M	(B_META | B_DUP)
+#define S	(B_SYS | B_DUP)
+#define MIXED	(B_DATA | B_META)
+#define TAKEN(d, m, s)	.limit_taken = { d, m, s }
+
+static const struct walk_case walk_cases[] = {
+	{ "all types, no filter", { .flags = T_ALL }, 3, { D, M, S },
+	  { COUNT, COUNT, COUNT }, { RELOCATE, RELOCATE, RELOCATE } },
+	{ "data only", { .flags = T_DATA }, 3, { M, D, S },
+	  { SKIP, COUNT, SKIP }, { SKIP, RELOCATE, SKIP } },
+	{ "usage=40 selects no half used chunk",
+	  { .flags = T_ALL, .data = { .flags = A_USAGE, .usage = 40 } }, 2,
+	  { D, M }, { SKIP, COUNT }, { SKIP, RELOCATE } },
+	{ "data limit=2 of 4 data chunks",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 2 } }, 4,
+	  { D, D, D, D }, { COUNT, COUNT, SKIP, SKIP },
+	  { RELOCATE, RELOCATE, SKIP, SKIP } },
+	{ "limit=0 takes nothing",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 0 } }, 2,
+	  { D, D }, { SKIP, SKIP }, { SKIP, SKIP } },
+	{ "limits count per type",
+	  { .flags = T_ALL, .data = { .flags = A_LIMIT, .limit = 1 },
+	    .meta = { .flags = A_LIMIT, .limit = 2 } }, 6,
+	  { M, D, M, D, M, S },
+	  { COUNT, COUNT, COUNT, SKIP, SKIP, COUNT },
+	  { RELOCATE, RELOCATE, RELOCATE, SKIP, SKIP, RELOCATE } },
+	{ "limit=5 with 3 chunks relocates all 3",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 5 } }, 3,
+	  { D, D, D }, { COUNT, COUNT, COUNT },
+	  { RELOCATE, RELOCATE, RELOCATE } },
+	{ "limit=10 with 6 chunks relocates all 6",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 10 } }, 6,
+	  { D, D, D, D, D, D }, { COUNT, COUNT, COUNT, COUNT, COUNT, COUNT },
+	  { RELOCATE, RELOCATE, RELOCATE, RELOCATE, RELOCATE, RELOCATE } },
+	{ "limit=1..3 with 2 chunks: minimum reached",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
+				       .limit_min = 1, .limit_max = 3 } }, 2,
+	  { D, D }, { COUNT, COUNT }, { RELOCATE, RELOCATE } },
+	{ "limit=3..5 with 2 chunks: minimum not reached",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
+				       .limit_min = 3, .limit_max = 5 } }, 2,
+	  { D, D }, { COUNT, COUNT }, { SKIP, SKIP } },
+	{ "limit=1..2 with 3 chunks: the maximum caps",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
+				       .limit_min = 1, .limit_max = 2 } }, 3,
+	  { D, D, D }, { COUNT, COUNT, SKIP }, { RELOCATE, RELOCATE, SKIP } },
+	{ "limit_min of metadata does not hold data back",
+	  { .flags = T_ALL, .meta = { .flags = A_LIMIT_RANGE,
+				      .limit_min = 3, .limit_max = 5 } }, 3,
+	  { D, M, D }, { COUNT, COUNT, COUNT }, { RELOCATE, SKIP, RELOCATE } },
+	{ "mixed chunks reach the limit minimum as data",
+	  { .flags = T_DATA | T_META,
+	    .data = { .flags = A_LIMIT_RANGE, .limit_min = 2,
+		      .limit_max = 3 },
+	    .meta = { .flags = A_LIMIT_RANGE, .limit_min = 2,
+		      .limit_max = 3 } }, 5,
+	  { MIXED, MIXED, MIXED, MIXED, S },
+	  { COUNT, COUNT, COUNT, SKIP, SKIP },
+	  { RELOCATE, RELOCATE, RELOCATE, SKIP, SKIP } },
+	{ "mixed chunks below the limit minimum",
+	  { .flags = T_DATA | T_META,
+	    .data = { .flags = A_LIMIT_RANGE, .limit_min = 3,
+		      .limit_max = 4 },
+	    .meta = { .flags = A_LIMIT_RANGE, .limit_min = 3,
+		      .limit_max = 4 } }, 2,
+	  { MIXED, MIXED }, { COUNT, COUNT }, { SKIP, SKIP } },
+	{ "mixed chunks count against the data limit",
+	  { .flags = T_DATA | T_META,
+	    .data = { .flags = A_LIMIT, .limit = 2 },
+	    .meta = { .flags = A_LIMIT, .limit = 2 } }, 4,
+	  { MIXED, MIXED, MIXED, S }, { COUNT, COUNT, SKIP, SKIP },
+	  { RELOCATE, RELOCATE, SKIP, SKIP } },
+	/* A balance resumed after a pause, with what it took before. */
+	{ "resumed limit=3 after 2 taken: one more",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 3 },
+	    TAKEN(2, 0, 0) }, 3,
+	  { D, D, D }, { COUNT, SKIP, SKIP }, { RELOCATE, SKIP, SKIP } },
+	{ "resumed limit=2 after 2 taken: nothing",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 2 },
+	    TAKEN(2, 0, 0) }, 2,
+	  { D, D }, { SKIP, SKIP }, { SKIP, SKIP } },
+	{ "resumed limit=2..4 after 1 taken: minimum met with it",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
+				       .limit_min = 2, .limit_max = 4 },
+	    TAKEN(1, 0, 0) }, 1,
+	  { D }, { COUNT }, { RELOCATE } },
+	{ "resumed limit=3..4 after 1 taken, 1 left: below the minimum",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
+				       .limit_min = 3, .limit_max = 4 },
+	    TAKEN(1, 0, 0) }, 1,
+	  { D }, { COUNT }, { SKIP } },
+	{ "taken before a pause count per type",
+	  { .flags = T_ALL, .data = { .flags = A_LIMIT, .limit = 1 },
+	    .meta = { .flags = A_LIMIT, .limit = 1 }, TAKEN(0, 1, 5) }, 5,
+	  { M, D, M, D, S }, { SKIP, COUNT, SKIP, SKIP, COUNT },
+	  { SKIP, RELOCATE, SKIP, SKIP, RELOCATE } },
+};
+
+KUNIT_ARRAY_PARAM(walk, walk_cases, walk_case_desc);
+
+/* The same limit again: a pass starts counting from zero. */
+static void limit_counts_per_pass_test(struct kunit *test)
+{
+	const struct btrfs_balance_control bctl = {
+		.flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 2 },
+	};
+	static const u64 types[] = { D, D, D };
+	static const enum btrfs_balance_action two[] = { COUNT, COUNT, SKIP };
+	static const enum btrfs_balance_action moved[] = {
+		RELOCATE, RELOCATE, SKIP
+	};
+	int i;
+
+	for (i = 0; i < 2; i++)
+		run_walk(test, &bctl, ARRAY_SIZE(types), types, two, moved);
 }
 
 static struct kunit_case balance_filters_cases[] = {
-	KUNIT_CASE_PARAM(args_for_chunk_test, chunk_args_gen_params),
-	KUNIT_CASE_PARAM(filter_profiles_test, profiles_gen_params),
-	KUNIT_CASE_PARAM(filter_usage_test, usage_gen_params),
-	KUNIT_CASE_PARAM(filter_usage_range_test, usage_range_gen_params),
-	KUNIT_CASE_PARAM(filter_devid_test, devid_gen_params),
-	KUNIT_CASE_PARAM(filter_drange_test, drange_gen_params),
-	KUNIT_CASE_PARAM(filter_vrange_test, vrange_gen_params),
-	KUNIT_CASE_PARAM(filter_stripes_test, stripes_gen_params),
-	KUNIT_CASE_PARAM(filter_soft_test, soft_gen_params),
-	KUNIT_CASE_PARAM(chunk_passes_filters_test, combo_gen_params),
-	KUNIT_CASE_PARAM(limit_allows_test, limit_gen_params),
-	KUNIT_CASE(limit_counts_without_mutating_args_test),
-	KUNIT_CASE_PARAM(limit_min_reached_test, limit_min_gen_params),
+	KUNIT_CASE_PARAM(profiles_filter_test, profiles_gen_params),
+	KUNIT_CASE_PARAM(usage_filter_test, usage_gen_params),
+	KUNIT_CASE(usage_filter_2_32_test),
+	KUNIT_CASE_PARAM(usage_range_filter_test, usage_range_gen_params),
+	KUNIT_CASE_PARAM(devid_filter_test, devid_gen_params),
+	KUNIT_CASE_PARAM(drange_filter_test, drange_gen_params),
+	KUNIT_CASE_PARAM(vrange_filter_test, vrange_gen_params),
+	KUNIT_CASE_PARAM(stripes_filter_test, stripes_gen_params),
+	KUNIT_CASE_PARAM(soft_filter_test, soft_gen_params),
+	KUNIT_CASE_PARAM(should_balance_chunk_test, combo_gen_params),
+	KUNIT_CASE_PARAM(args_of_the_chunk_type_apply_test,
+			 chunk_args_gen_params),
+	KUNIT_CASE_PARAM(type_index_test, type_index_gen_params),
+	KUNIT_CASE_PARAM(walk_test, walk_gen_params),
+	KUNIT_CASE(limit_counts_per_pass_test),
 	{}
 };
 
@@ -952,66 +1136,19 @@ static struct kunit_suite balance_filters_suite = {
 	.test_cases = balance_filters_cases,
 };
 
-/* ---------------------------------------------------------------------- */
-/* Requests                                                               */
-/* ---------------------------------------------------------------------- */
+/* Requests */
 
-struct resume_case {
-	const char *name;
-	struct btrfs_balance_args in;
-	struct btrfs_balance_args out;
-};
-
-static const struct resume_case resume_cases[] = {
-	{ "convert gets soft", CONVERT_TO(B_RAID1),
-	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID1 } },
-	{ "convert with usage gets soft only",
-	  { .flags = A_CONVERT | A_USAGE, .target = B_DUP, .usage = 20 },
-	  { .flags = A_CONVERT | A_SOFT | A_USAGE, .target = B_DUP,
-	    .usage = 20 } },
-	{ "convert,soft is kept",
-	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID10 },
-	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID10 } },
-	{ "no filter gets usage=90", {}, USAGE_OF(90) },
-	{ "devid,profiles get usage=90",
-	  { .flags = A_DEVID | A_PROFILES, .devid = 3, .profiles = B_RAID1 },
-	  { .flags = A_DEVID | A_PROFILES | A_USAGE, .devid = 3,
-	    .profiles = B_RAID1, .usage = 90 } },
-	{ "limit gets usage=90", { .flags = A_LIMIT, .limit = 5 },
-	  { .flags = A_LIMIT | A_USAGE, .limit = 5, .usage = 90 } },
-	{ "usage=30 is kept", USAGE_OF(30), USAGE_OF(30) },
-	{ "usage=0 is kept", USAGE_OF(0), USAGE_OF(0) },
-	{ "usage=10..20 is kept",
-	  { .flags = A_USAGE_RANGE, .usage_min = 10, .usage_max = 20 },
-	  { .flags = A_USAGE_RANGE, .usage_min = 10, .usage_max = 20 } },
-};
-
-static void resume_case_desc(const struct resume_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(resume, resume_cases, resume_case_desc);
-
-static void args_for_resume_test(struct kunit *test)
-{
-	const struct resume_case *p = test->param_value;
-	struct btrfs_balance_args args = p->in;
-
-	btrfs_balance_args_for_resume(&args);
-	KUNIT_EXPECT_EQ(test, args.flags, p->out.flags);
-	KUNIT_EXPECT_EQ(test, args.usage, p->out.usage);
-	KUNIT_EXPECT_MEMEQ(test, &args, &p->out, sizeof(args));
-}
+#define CONVERT_TO(t)	{ .flags = A_CONVERT, .target = (t) }
+#define USAGE_OF(u)	{ .flags = A_USAGE, .usage = (u) }
 
 struct request_case {
 	const char *name;
 	struct btrfs_balance_control bctl;
 	struct btrfs_balance_fs_state fs;
 	int ret;
-	/* For reduces_redundancy: the expected answer. */
+	/* For reduces_redundancy(): the expected answer. */
 	bool reduces;
-	/* For check_request: in the reason, and not in the reason. */
+	/* For check_balance_request(): in the reason, not in the reason. */
 	const char *why;
 	const char *not_why;
 };
@@ -1022,8 +1159,9 @@ static void request_case_desc(const struct request_case *p, char *desc)
 }
 
 #define FS(_n, _data, _meta, _sys)					\
-	{ .num_rw_devices = _n, .avail_data_profiles = _data,		\
-	  .avail_meta_profiles = _meta, .avail_sys_profiles = _sys }
+	{ .rw_devices = _n, .avail_data_alloc_bits = _data,		\
+	  .avail_metadata_alloc_bits = _meta,				\
+	  .avail_system_alloc_bits = _sys }
 
 #define RED(_name, _reduces, _fs, ...)					\
 	{ .name = _name, .reduces = _reduces, .fs = _fs,		\
@@ -1071,8 +1209,7 @@ static void reduces_redundancy_test(struct kunit *test)
 {
 	const struct request_case *p = test->param_value;
 
-	KUNIT_EXPECT_EQ(test, btrfs_balance_reduces_redundancy(&p->bctl,
-							       &p->fs),
+	KUNIT_EXPECT_EQ(test, reduces_redundancy(&p->bctl, &p->fs),
 			p->reduces);
 }
 
@@ -1087,9 +1224,10 @@ static void reduces_redundancy_test(struct kunit *test)
 	  .ret = -EINVAL, .why = _why, .not_why = _not_why }
 #define ONE_DEV		FS(1, B_SINGLE, B_DUP, B_DUP)
 #define RAID1_FS(_n)	FS(_n, B_SINGLE, B_RAID1, B_RAID1)
-#define MIXED(_n)	{ .num_rw_devices = _n, .mixed_block_groups = true }
+#define MIXED_FS(_n)	{ .rw_devices = _n, .mixed = true }
 #define BAD_CONVERT(name)	"invalid convert " name " profile"
 #define REDUCES		"reduces metadata redundancy"
+
 #define ALL_ARGS_FLAGS	(BTRFS_BALANCE_ARGS_MASK | A_CONVERT | A_SOFT)
 
 static const struct request_case request_cases[] = {
@@ -1097,39 +1235,120 @@ static const struct request_case request_cases[] = {
 	   .data = USAGE_OF(50), .meta = USAGE_OF(50), .sys = USAGE_OF(50)),
 	OK("no type flag", ONE_DEV, .flags = 0),
 	OK("force and resume are known", ONE_DEV,
-	   .flags = T_FORCE | T_RESUME | T_DATA),
+	   .flags = BTRFS_BALANCE_FORCE | BTRFS_BALANCE_RESUME | T_DATA),
 	OK("every args flag is known", RAID1_FS(2), .flags = T_DATA,
-	   .data = { .flags = ALL_ARGS_FLAGS, .target = B_RAID1 }),
-	BAD("balance flag bit 5", "balance flags", ONE_DEV,
+	   .data = { .flags = ALL_ARGS_FLAGS & ~A_LIMIT, .target = B_RAID1,
+		     .usage_min = 10, .usage_max = 20, .limit_min = 1,
+		     .limit_max = 2, .stripes_min = 1, .stripes_max = 2,
+		     .pend = 1, .vend = 1 }),
+	BAD("balance flag bit 5", "0x20 in balance flags", ONE_DEV,
 	    .flags = T_DATA | BIT_ULL(5)),
-	BAD("balance flag bit 6", "balance flags", ONE_DEV,
+	BAD("balance flag bit 6", "0x40 in balance flags", ONE_DEV,
 	    .flags = T_DATA | BIT_ULL(6)),
-	BAD("balance flag bit 7", "balance flags", ONE_DEV,
+	BAD("balance flag bit 7", "0x80 in balance flags", ONE_DEV,
 	    .flags = T_DATA | BIT_ULL(7)),
-	BAD("balance flag bit 10", "balance flags", ONE_DEV,
+	BAD("balance flag bit 10", "0x400 in balance flags", ONE_DEV,
 	    .flags = T_DATA | BIT_ULL(10)),
-	BAD("balance flag bit 63", "balance flags", ONE_DEV,
-	    .flags = T_DATA | BIT_ULL(63)),
-	BAD("data args bit 11", "data", ONE_DEV, .flags = T_DATA,
-	    .data = { .flags = A_USAGE | BIT_ULL(11) }),
-	BAD("metadata args bit 63", "metadata", ONE_DEV, .flags = T_META,
-	    .meta = { .flags = BIT_ULL(63) }),
-	BAD("system args bit 11", "system", ONE_DEV, .flags = T_SYS,
-	    .sys = { .flags = BIT_ULL(11) }),
-	OK("mixed: identical usage", MIXED(1), .flags = T_DATA | T_META,
+	BAD("balance flag bit 63", "0x8000000000000000 in balance flags",
+	    ONE_DEV, .flags = T_DATA | BIT_ULL(63)),
+	BAD("data args bit 11", "0x800 in data flags", ONE_DEV,
+	    .flags = T_DATA, .data = { .flags = A_USAGE | BIT_ULL(11) }),
+	BAD("metadata args bit 63", "in metadata flags", ONE_DEV,
+	    .flags = T_META, .meta = { .flags = BIT_ULL(63) }),
+	BAD("system args bit 11", "0x800 in system flags", ONE_DEV,
+	    .flags = T_SYS, .sys = { .flags = BIT_ULL(11) }),
+	FIRST("balance flags before args", "balance flags", "data", ONE_DEV,
+	      .flags = T_DATA | BIT_ULL(5), .data = { .flags = BIT_ULL(11) }),
+	FIRST("data args before metadata args", "data", "metadata", ONE_DEV,
+	      .flags = T_DATA | T_META, .data = { .flags = BIT_ULL(11) },
+	      .meta = { .flags = BIT_ULL(63) }),
+	FIRST("metadata args before system args", "metadata", "system",
+	      ONE_DEV, .flags = T_META | T_SYS,
+	      .meta = { .flags = BIT_ULL(11) },
+	      .sys = { .flags = BIT_ULL(11) }),
+	FIRST("args before mixed", "data", "mixed", MIXED_FS(1),
+	      .flags = T_DATA, .data = { .flags = BIT_ULL(11) }),
+	BAD("limit and limit range", "limit and limit range together in data",
+	    ONE_DEV, .flags = T_DATA,
+	    .data = { .flags = A_LIMIT | A_LIMIT_RANGE, .limit = 5 }),
+	BAD("inverted limit range", "inverted limit range 5..2 in metadata",
+	    ONE_DEV, .flags = T_META,
+	    .meta = { .flags = A_LIMIT_RANGE, .limit_min = 5,
+		      .limit_max = 2 }),
+	OK("limit range of one value", ONE_DEV, .flags = T_META,
+	   .meta = { .flags = A_LIMIT_RANGE, .limit_min = 2, .limit_max = 2 }),
+	OK("limit=0", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_LIMIT, .limit = 0 }),
+	OK("usage=100", ONE_DEV, .flags = T_DATA, .data = USAGE_OF(100)),
+	BAD("usage=101", "usage 101 above 100 in data", ONE_DEV,
+	    .flags = T_DATA, .data = USAGE_OF(101)),
+	BAD("usage=2^32", "usage 4294967296 above 100 in system", ONE_DEV,
+	    .flags = T_SYS, .sys = USAGE_OF(BIT_ULL(32))),
+	BAD("usage=U64_MAX", "above 100 in data", ONE_DEV, .flags = T_DATA,
+	    .data = USAGE_OF(U64_MAX)),
+	OK("usage above 100 without the usage flag", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_DEVID, .devid = 1, .usage = 1000 }),
+	OK("usage range 0..0", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_USAGE_RANGE }),
+	OK("usage range 100..100", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_USAGE_RANGE, .usage_min = 100,
+		     .usage_max = 100 }),
+	OK("usage range with an open end", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_USAGE_RANGE, .usage_min = 20,
+		     .usage_max = U32_MAX }),
+	OK("usage range with both usage flags", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_USAGE | A_USAGE_RANGE, .usage_min = 20,
+		     .usage_max = 60 }),
+	BAD("usage range from 101", "usage range minimum 101 above 100", ONE_DEV,
+	    .flags = T_DATA, .data = { .flags = A_USAGE_RANGE,
+				       .usage_min = 101, .usage_max = 200 }),
+	BAD("inverted usage range", "inverted usage range 70..30 in data",
+	    ONE_DEV, .flags = T_DATA,
+	    .data = { .flags = A_USAGE_RANGE, .usage_min = 70,
+		      .usage_max = 30 }),
+	BAD("inverted usage range with both usage flags",
+	    "inverted usage range 70..30", ONE_DEV, .flags = T_DATA,
+	    .data = { .flags = A_USAGE | A_USAGE_RANGE, .usage_min = 70,
+		      .usage_max = 30 }),
+	BAD("inverted drange", "inverted drange 8192..4096 in data", ONE_DEV,
+	    .flags = T_DATA, .data = { .flags = A_DEVID | A_DRANGE,
+				       .devid = 1, .pstart = 8192,
+				       .pend = 4096 }),
+	OK("empty drange", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_DEVID | A_DRANGE, .devid = 1, .pstart = 4096,
+		     .pend = 4096 }),
+	BAD("inverted vrange", "inverted vrange 1..0 in metadata", ONE_DEV,
+	    .flags = T_META, .meta = { .flags = A_VRANGE, .vstart = 1 }),
+	OK("vrange over everything", ONE_DEV, .flags = T_META,
+	   .meta = { .flags = A_VRANGE, .vend = U64_MAX }),
+	BAD("inverted stripes range", "inverted stripes range 4..2 in system",
+	    ONE_DEV, .flags = T_SYS,
+	    .sys = { .flags = A_STRIPES, .stripes_min = 4, .stripes_max = 2 }),
+	OK("inverted values without their flags", ONE_DEV, .flags = T_DATA,
+	   .data = { .flags = A_PROFILES, .profiles = B_SINGLE,
+		     .usage_min = 70, .usage_max = 30, .pstart = 2,
+		     .pend = 1, .vstart = 2, .vend = 1, .stripes_min = 4,
+		     .stripes_max = 2 }),
+	FIRST("unknown flags before values", "unknown", "inverted", ONE_DEV,
+	      .flags = T_DATA | T_META,
+	      .data = { .flags = A_VRANGE, .vstart = 1 },
+	      .meta = { .flags = BIT_ULL(12) }),
+	FIRST("values before mixed", "usage 150", "mixed", MIXED_FS(1),
+	      .flags = T_DATA, .data = USAGE_OF(150)),
+	OK("mixed: identical usage", MIXED_FS(1), .flags = T_DATA | T_META,
 	   .data = USAGE_OF(50), .meta = USAGE_OF(50)),
-	OK("mixed: identical converts", MIXED(2), .flags = T_DATA | T_META,
+	OK("mixed: identical converts", MIXED_FS(2), .flags = T_DATA | T_META,
 	   .data = CONVERT_TO(B_RAID1), .meta = CONVERT_TO(B_RAID1)),
-	OK("mixed: system alone", MIXED(1), .flags = T_SYS,
+	OK("mixed: system alone", MIXED_FS(1), .flags = T_SYS,
 	   .sys = USAGE_OF(50)),
 	OK("not mixed: data alone", ONE_DEV, .flags = T_DATA,
 	   .data = USAGE_OF(50)),
-	BAD("mixed: data alone", "mixed", MIXED(1), .flags = T_DATA,
+	BAD("mixed: data alone", "mixed", MIXED_FS(1), .flags = T_DATA,
 	    .data = USAGE_OF(50), .meta = USAGE_OF(50)),
-	BAD("mixed: metadata without data", "mixed", MIXED(1),
+	BAD("mixed: metadata without data", "mixed", MIXED_FS(1),
 	    .flags = T_META | T_SYS, .data = USAGE_OF(50),
 	    .meta = USAGE_OF(50)),
-	BAD("mixed: different usage", "mixed", MIXED(1),
+	BAD("mixed: different usage", "mixed", MIXED_FS(1),
 	    .flags = T_DATA | T_META, .data = USAGE_OF(50),
 	    .meta = USAGE_OF(30)),
 	OK("data to single on 1 device", FS(1, B_RAID0, B_DUP, B_DUP),
@@ -1144,10 +1363,14 @@ static const struct request_case request_cases[] = {
 	BAD("metadata to raid1c3 on 2 devices", BAD_CONVERT("metadata"),
 	    RAID1_FS(2), META_TO(B_RAID1C3)),
 	BAD("system to raid1c4 on 3 devices, forced", BAD_CONVERT("system"),
-	    RAID1_FS(3), .flags = T_SYS | T_FORCE,
+	    RAID1_FS(3), .flags = T_SYS | BTRFS_BALANCE_FORCE,
 	    .sys = CONVERT_TO(B_RAID1C4)),
 	BAD("data to raid6 on 2 devices", BAD_CONVERT("data"), RAID1_FS(2),
 	    DATA_TO(B_RAID6)),
+	BAD("data to anything with no rw device", BAD_CONVERT("data"),
+	    FS(0, B_SINGLE, B_DUP, B_DUP), DATA_TO(B_DUP)),
+	OK("data to single with no rw device", FS(0, B_SINGLE, B_DUP, B_DUP),
+	   DATA_TO(B_SINGLE)),
 	BAD("data to raid0|raid1", BAD_CONVERT("data"), RAID1_FS(4),
 	    DATA_TO(B_RAID0 | B_RAID1)),
 	BAD("data to chunk-format single", BAD_CONVERT("data"), ONE_DEV,
@@ -1159,24 +1382,14 @@ static const struct request_case request_cases[] = {
 	BAD("metadata raid1 to single", REDUCES, RAID1_FS(2),
 	    META_TO(B_SINGLE)),
 	OK("metadata raid1 to single, forced", RAID1_FS(2),
-	   .flags = T_META | T_FORCE, .meta = CONVERT_TO(B_SINGLE)),
+	   .flags = T_META | BTRFS_BALANCE_FORCE,
+	   .meta = CONVERT_TO(B_SINGLE)),
 	BAD("system dup to single", REDUCES, ONE_DEV, SYS_TO(B_SINGLE)),
-	OK("system dup to single, forced", ONE_DEV, .flags = T_SYS | T_FORCE,
-	   .sys = CONVERT_TO(B_SINGLE)),
+	OK("system dup to single, forced", ONE_DEV,
+	   .flags = T_SYS | BTRFS_BALANCE_FORCE, .sys = CONVERT_TO(B_SINGLE)),
 	OK("data raid1 to single needs no force",
 	   FS(2, B_RAID1, B_RAID1, B_RAID1), DATA_TO(B_SINGLE)),
-	FIRST("balance flags before args", "balance flags", "data", ONE_DEV,
-	      .flags = T_DATA | BIT_ULL(5), .data = { .flags = BIT_ULL(11) }),
-	FIRST("data args before metadata args", "data", "metadata", ONE_DEV,
-	      .flags = T_DATA | T_META, .data = { .flags = BIT_ULL(11) },
-	      .meta = { .flags = BIT_ULL(63) }),
-	FIRST("metadata args before system args", "metadata", "system",
-	      ONE_DEV, .flags = T_META | T_SYS,
-	      .meta = { .flags = BIT_ULL(11) },
-	      .sys = { .flags = BIT_ULL(11) }),
-	FIRST("args before mixed", "data", "mixed", MIXED(1),
-	      .flags = T_DATA, .data = { .flags = BIT_ULL(11) }),
-	FIRST("mixed before convert", "mixed", "invalid", MIXED(1),
+	FIRST("mixed before convert", "mixed", "invalid", MIXED_FS(1),
 	      .flags = T_DATA | T_META, .data = CONVERT_TO(B_RAID1C4),
 	      .meta = USAGE_OF(50)),
 	FIRST("data convert before metadata convert", BAD_CONVERT("data"),
@@ -1194,8 +1407,8 @@ static void check_request_test(struct kunit *test)
 	const struct request_case *p = test->param_value;
 	char why[128] = "";
 
-	KUNIT_ASSERT_EQ(test, btrfs_balance_check_request(&p->bctl, &p->fs,
-							  why, sizeof(why)),
+	KUNIT_ASSERT_EQ(test, check_balance_request(&p->bctl, &p->fs, why,
+						    sizeof(why)),
 			p->ret);
 	if (!p->ret)
 		return;
@@ -1208,20 +1421,96 @@ static void check_request_test(struct kunit *test)
 /* The reason is cut to the buffer and NUL-terminated. */
 static void check_request_why_is_bounded_test(struct kunit *test)
 {
-	const struct btrfs_balance_control bctl = { .flags = BIT_ULL(5) };
-	const struct btrfs_balance_fs_state fs = { .num_rw_devices = 1 };
+	const struct btrfs_balance_control bctl = { DATA_TO(B_RAID1C4) };
+	const struct btrfs_balance_fs_state fs = { .rw_devices = 1 };
 	char why[16];
 
 	memset(why, 'X', sizeof(why));
-	KUNIT_EXPECT_EQ(test, btrfs_balance_check_request(&bctl, &fs, why, 8),
+	KUNIT_EXPECT_EQ(test, check_balance_request(&bctl, &fs, why, 8),
 			-EINVAL);
-	KUNIT_EXPECT_LT(test, strnlen(why, 8), (size_t)8);
+	KUNIT_EXPECT_STREQ(test, why, "invalid");
 	KUNIT_EXPECT_NULL(test, memchr_inv(why + 8, 'X', sizeof(why) - 8));
+}
+
+/*
+ * A resumed balance cannot know what was done before it was interrupted:
+ * converts turn on soft, the others get usage=90 unless they filter by
+ * usage already.
+ */
+struct resume_case {
+	const char *name;
+	struct btrfs_balance_args in;
+	struct btrfs_balance_args out;
+};
+
+static const struct resume_case resume_cases[] = {
+	{ "convert gets soft", CONVERT_TO(B_RAID1),
+	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID1 } },
+	{ "convert with usage gets soft only",
+	  { .flags = A_CONVERT | A_USAGE, .target = B_DUP, .usage = 20 },
+	  { .flags = A_CONVERT | A_SOFT | A_USAGE, .target = B_DUP,
+	    .usage = 20 } },
+	{ "convert,soft is kept",
+	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID10 },
+	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID10 } },
+	{ "no filter gets usage=90", {}, USAGE_OF(90) },
+	{ "devid,profiles get usage=90",
+	  { .flags = A_DEVID | A_PROFILES, .devid = 3, .profiles = B_RAID1 },
+	  { .flags = A_DEVID | A_PROFILES | A_USAGE, .devid = 3,
+	    .profiles = B_RAID1, .usage = 90 } },
+	{ "limit gets usage=90", { .flags = A_LIMIT, .limit = 5 },
+	  { .flags = A_LIMIT | A_USAGE, .limit = 5, .usage = 90 } },
+	{ "usage=30 is kept", USAGE_OF(30), USAGE_OF(30) },
+	{ "usage=0 is kept", USAGE_OF(0), USAGE_OF(0) },
+	{ "usage=10..20 is kept",
+	  { .flags = A_USAGE_RANGE, .usage_min = 10, .usage_max = 20 },
+	  { .flags = A_USAGE_RANGE, .usage_min = 10, .usage_max = 20 } },
+};
+
+static void resume_case_desc(const struct resume_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(resume, resume_cases, resume_case_desc);
+
+static void update_balance_args_test(struct kunit *test)
+{
+	const struct resume_case *p = test->param_value;
+	struct btrfs_balance_control bctl = {
+		.flags = T_ALL | BTRFS_BALANCE_RESUME,
+		.data = p->in, .meta = p->in, .sys = p->in,
+	};
+
+	update_balance_args(&bctl);
+	KUNIT_EXPECT_MEMEQ(test, &bctl.data, &p->out, sizeof(p->out));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.meta, &p->out, sizeof(p->out));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.sys, &p->out, sizeof(p->out));
+	KUNIT_EXPECT_EQ(test, bctl.flags, T_ALL | BTRFS_BALANCE_RESUME);
+}
+
+/* Each type is updated from its own args. */
+static void update_balance_args_per_type_test(struct kunit *test)
+{
+	struct btrfs_balance_control bctl = {
+		.flags = T_ALL,
+		.data = CONVERT_TO(B_RAID1),
+		.meta = USAGE_OF(20),
+		.sys = {},
+	};
+
+	update_balance_args(&bctl);
+	KUNIT_EXPECT_EQ(test, bctl.data.flags, A_CONVERT | A_SOFT);
+	KUNIT_EXPECT_EQ(test, bctl.meta.flags, A_USAGE);
+	KUNIT_EXPECT_EQ(test, bctl.meta.usage, 20ULL);
+	KUNIT_EXPECT_EQ(test, bctl.sys.flags, A_USAGE);
+	KUNIT_EXPECT_EQ(test, bctl.sys.usage, 90ULL);
 }
 
 /* Every field has its own value, and no two bytes of a value are equal. */
 static void fill_cpu_args(struct btrfs_balance_args *cpu)
 {
+	memset(cpu, 0xee, sizeof(*cpu));
 	cpu->profiles = 0x0102030405060708ULL;
 	cpu->usage = 0x1112131415161718ULL;
 	cpu->devid = 0x2122232425262728ULL;
@@ -1236,99 +1525,73 @@ static void fill_cpu_args(struct btrfs_balance_args *cpu)
 	cpu->stripes_max = 0xb1b2b3b4;
 }
 
-static void fill_disk_args(struct btrfs_disk_balance_args *disk)
-{
-	disk->profiles = cpu_to_le64(0x0102030405060708ULL);
-	disk->usage = cpu_to_le64(0x1112131415161718ULL);
-	disk->devid = cpu_to_le64(0x2122232425262728ULL);
-	disk->pstart = cpu_to_le64(0x3132333435363738ULL);
-	disk->pend = cpu_to_le64(0x4142434445464748ULL);
-	disk->vstart = cpu_to_le64(0x5152535455565758ULL);
-	disk->vend = cpu_to_le64(0x6162636465666768ULL);
-	disk->target = cpu_to_le64(0x7172737475767778ULL);
-	disk->flags = cpu_to_le64(0x8182838485868788ULL);
-	disk->limit = cpu_to_le64(0x9192939495969798ULL);
-	disk->stripes_min = cpu_to_le32(0xa1a2a3a4);
-	disk->stripes_max = cpu_to_le32(0xb1b2b3b4);
-}
-
 static void args_to_disk_test(struct kunit *test)
 {
 	struct btrfs_balance_args cpu;
 	struct btrfs_disk_balance_args disk;
-	struct btrfs_disk_balance_args expected;
+	static const u8 zero[sizeof(disk.unused)];
 
-	memset(&cpu, 0xaa, sizeof(cpu));
 	fill_cpu_args(&cpu);
-	memset(&expected, 0, sizeof(expected));
-	fill_disk_args(&expected);
-	memset(&disk, 0x55, sizeof(disk));
+	memset(&disk, 0xff, sizeof(disk));
+	btrfs_cpu_balance_args_to_disk(&disk, &cpu);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.profiles), cpu.profiles);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.usage), cpu.usage);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.devid), cpu.devid);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.pstart), cpu.pstart);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.pend), cpu.pend);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.vstart), cpu.vstart);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.vend), cpu.vend);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.target), cpu.target);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.flags), cpu.flags);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.limit), cpu.limit);
+	KUNIT_EXPECT_EQ(test, le32_to_cpu(disk.stripes_min), cpu.stripes_min);
+	KUNIT_EXPECT_EQ(test, le32_to_cpu(disk.stripes_max), cpu.stripes_max);
+	/* The rest of the item's args is written as zeroes. */
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.limit_taken), 0ULL);
+	KUNIT_EXPECT_MEMEQ(test, disk.unused, zero, sizeof(zero));
+}
 
-	btrfs_balance_args_to_disk(&disk, &cpu);
-	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.flags), 0x8182838485868788ULL);
-	KUNIT_EXPECT_EQ(test, le32_to_cpu(disk.stripes_max), 0xb1b2b3b4U);
-	KUNIT_EXPECT_NULL(test, memchr_inv(disk.unused, 0,
-					   sizeof(disk.unused)));
-	KUNIT_EXPECT_MEMEQ(test, &disk, &expected, sizeof(disk));
+/* The balance item keeps the layout older kernels and btrfs-progs read. */
+static void balance_item_layout_test(struct kunit *test)
+{
+	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_disk_balance_args), 136);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
+				       limit_taken), 88);
+	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_item), 448);
 }
 
 static void args_to_cpu_test(struct kunit *test)
 {
 	struct btrfs_disk_balance_args disk;
-	struct btrfs_balance_args cpu;
-	struct btrfs_balance_args expected;
+	struct btrfs_balance_args cpu, expected;
 
-	memset(&disk, 0xaa, sizeof(disk));
-	fill_disk_args(&disk);
-	memset(&expected, 0, sizeof(expected));
 	fill_cpu_args(&expected);
-	memset(&cpu, 0x55, sizeof(cpu));
+	memset(expected.unused, 0, sizeof(expected.unused));
+	memset(&disk, 0x5a, sizeof(disk));
+	disk.profiles = cpu_to_le64(expected.profiles);
+	disk.usage = cpu_to_le64(expected.usage);
+	disk.devid = cpu_to_le64(expected.devid);
+	disk.pstart = cpu_to_le64(expected.pstart);
+	disk.pend = cpu_to_le64(expected.pend);
+	disk.vstart = cpu_to_le64(expected.vstart);
+	disk.vend = cpu_to_le64(expected.vend);
+	disk.target = cpu_to_le64(expected.target);
+	disk.flags = cpu_to_le64(expected.flags);
+	disk.limit = cpu_to_le64(expected.limit);
+	disk.stripes_min = cpu_to_le32(expected.stripes_min);
+	disk.stripes_max = cpu_to_le32(expected.stripes_max);
 
-	btrfs_balance_args_to_cpu(&cpu, &disk);
-	KUNIT_EXPECT_EQ(test, cpu.profiles, 0x0102030405060708ULL);
-	KUNIT_EXPECT_EQ(test, cpu.stripes_min, 0xa1a2a3a4U);
-	KUNIT_EXPECT_NULL(test, memchr_inv(cpu.unused, 0, sizeof(cpu.unused)));
+	memset(&cpu, 0xff, sizeof(cpu));
+	btrfs_disk_balance_args_to_cpu(&cpu, &disk);
+	/* Reserved bytes on disk do not reach the ioctl struct. */
 	KUNIT_EXPECT_MEMEQ(test, &cpu, &expected, sizeof(cpu));
 }
 
-static void args_round_trip_test(struct kunit *test)
-{
-	struct btrfs_balance_args orig = {
-		.profiles = B_SINGLE | B_RAID1, .usage_min = 10,
-		.usage_max = 80, .devid = 3, .pstart = MIB(1), .pend = GIB(1),
-		.vstart = GIB(10), .vend = GIB(20), .target = B_RAID10,
-		.flags = A_PROFILES | A_USAGE_RANGE | A_DEVID | A_DRANGE |
-			 A_VRANGE | A_LIMIT_RANGE | A_STRIPES | A_CONVERT,
-		.limit_min = 2, .limit_max = 9, .stripes_min = 1,
-		.stripes_max = 4,
-	};
-	struct btrfs_balance_args dirty = orig;
-	struct btrfs_balance_args cpu;
-	struct btrfs_disk_balance_args disk;
-	struct btrfs_disk_balance_args disk2;
-
-	btrfs_balance_args_to_disk(&disk, &orig);
-	btrfs_balance_args_to_cpu(&cpu, &disk);
-	KUNIT_EXPECT_MEMEQ(test, &cpu, &orig, sizeof(cpu));
-
-	/* Garbage in unused does not survive the trip. */
-	memset(dirty.unused, 0xaa, sizeof(dirty.unused));
-	btrfs_balance_args_to_disk(&disk, &dirty);
-	btrfs_balance_args_to_cpu(&cpu, &disk);
-	KUNIT_EXPECT_MEMEQ(test, &cpu, &orig, sizeof(cpu));
-
-	/* And the other way round, from disk. */
-	memset(disk.unused, 0xaa, sizeof(disk.unused));
-	btrfs_balance_args_to_cpu(&cpu, &disk);
-	btrfs_balance_args_to_disk(&disk2, &cpu);
-	memset(disk.unused, 0, sizeof(disk.unused));
-	KUNIT_EXPECT_MEMEQ(test, &disk2, &disk, sizeof(disk));
-}
-
+/* The start/resume message: what "balance: start" is followed by. */
 struct describe_case {
 	const char *name;
 	struct btrfs_balance_control bctl;
-	size_t size;
+	u32 size;
 	const char *text;
 };
 
@@ -1337,82 +1600,71 @@ static void describe_case_desc(const struct describe_case *p, char *desc)
 	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
 }
 
-#define DESCRIBE_BUF	128
 #define DESCRIBE(_name, _text, ...)					\
-	{ .name = _name, .text = _text, .size = DESCRIBE_BUF,		\
+	{ .name = _name, .text = _text, .size = 1024,			\
 	  .bctl = { __VA_ARGS__ } }
 #define CUT(_name, _size, _text, ...)					\
 	{ .name = _name, .text = _text, .size = _size,			\
 	  .bctl = { __VA_ARGS__ } }
-#define CONVERT_SOFT(t)	{ .flags = A_CONVERT | A_SOFT, .target = (t) }
-/* "start -dconvert=raid1,soft,usage=50 -m": 38 characters. */
-#define CONVERT_USAGE_META						\
-	.flags = T_DATA | T_META,					\
-	.data = { .flags = A_CONVERT | A_SOFT | A_USAGE,		\
-		  .target = B_RAID1, .usage = 50 }
 
 static const struct describe_case describe_cases[] = {
-	DESCRIBE("no type", "start", .flags = 0),
-	DESCRIBE("resume, no type", "resume", .flags = T_RESUME),
-	DESCRIBE("data without filters", "start -d", .flags = T_DATA),
-	DESCRIBE("usage on data and metadata", "start -dusage=50 -musage=30",
-		 .flags = T_DATA | T_META, .data = USAGE_OF(50),
-		 .meta = USAGE_OF(30)),
-	DESCRIBE("resume of a forced convert",
-		 "resume -f -dconvert=raid1,soft -mconvert=raid1,soft -sconvert=raid1,soft",
-		 .flags = T_RESUME | T_FORCE | T_ALL,
-		 .data = CONVERT_SOFT(B_RAID1), .meta = CONVERT_SOFT(B_RAID1),
-		 .sys = CONVERT_SOFT(B_RAID1)),
-	DESCRIBE("convert to single", "start -dconvert=single",
-		 .flags = T_DATA, .data = CONVERT_TO(B_SINGLE)),
-	DESCRIBE("soft alone", "start -dsoft", .flags = T_DATA,
-		 .data = { .flags = A_SOFT }),
-	DESCRIBE("profiles", "start -mprofiles=single|dup|raid1c3",
-		 .flags = T_META, .meta = { .flags = A_PROFILES,
-		 .profiles = B_RAID1C3 | B_DUP | B_SINGLE }),
-	DESCRIBE("usage range", "start -dusage=10..80", .flags = T_DATA,
+	DESCRIBE("no type", ""),
+	DESCRIBE("data, no filter", "-d", .flags = T_DATA),
+	DESCRIBE("force first, then data, metadata, system",
+		 "-f -d -m -s",
+		 .flags = T_SYS | T_META | T_DATA | BTRFS_BALANCE_FORCE),
+	DESCRIBE("resume is not a filter", "-dusage=90",
+		 .flags = T_DATA | BTRFS_BALANCE_RESUME,
+		 .data = USAGE_OF(90)),
+	DESCRIBE("convert and soft", "-dconvert=raid1,soft",
+		 .flags = T_DATA,
+		 .data = { .flags = A_CONVERT | A_SOFT, .target = B_RAID1 }),
+	DESCRIBE("convert to single", "-mconvert=single", .flags = T_META,
+		 .meta = CONVERT_TO(B_SINGLE)),
+	DESCRIBE("profiles", "-sprofiles=raid1|raid10", .flags = T_SYS,
+		 .sys = { .flags = A_PROFILES,
+			  .profiles = B_RAID1 | B_RAID10 }),
+	DESCRIBE("usage range", "-dusage=10..20", .flags = T_DATA,
 		 .data = { .flags = A_USAGE_RANGE, .usage_min = 10,
-		 .usage_max = 80 }),
-	DESCRIBE("device filters",
-		 "start -sdevid=3,drange=1048576..2097152,vrange=0..1073741824",
-		 .flags = T_SYS, .sys = { .flags = A_DEVID | A_DRANGE |
-		 A_VRANGE, .devid = 3, .pstart = MIB(1), .pend = MIB(2),
-		 .vstart = 0, .vend = GIB(1) }),
-	DESCRIBE("limit", "start -mlimit=5", .flags = T_META,
-		 .meta = { .flags = A_LIMIT, .limit = 5 }),
-	DESCRIBE("limit range and stripes", "start -mlimit=2..9,stripes=1..4",
-		 .flags = T_META, .meta = { .flags = A_LIMIT_RANGE | A_STRIPES,
-		 .limit_min = 2, .limit_max = 9, .stripes_min = 1,
-		 .stripes_max = 4 }),
-	DESCRIBE("every filter, in order",
-		 "start -dconvert=raid10,soft,profiles=raid1,usage=90,devid=2,drange=0..4096,vrange=8192..16384,limit=7,stripes=2..4",
-		 .flags = T_DATA, .data = { .flags = A_STRIPES | A_LIMIT |
-		 A_VRANGE | A_DRANGE | A_DEVID | A_USAGE | A_PROFILES |
-		 A_SOFT | A_CONVERT, .target = B_RAID10,
-		 .profiles = B_RAID1, .usage = 90, .devid = 2, .pstart = 0,
-		 .pend = 4096, .vstart = 8192, .vend = 16384, .limit = 7,
-		 .stripes_min = 2, .stripes_max = 4 }),
-	DESCRIBE("types in order, force first", "start -f -d -m -s",
-		 .flags = T_SYS | T_META | T_DATA | T_FORCE),
-	DESCRIBE("args of an unselected type", "start -musage=30",
+			   .usage_max = 20 }),
+	DESCRIBE("usage range with the usage flag too", "-dusage=0..60",
+		 .flags = T_DATA,
+		 .data = { .flags = A_USAGE | A_USAGE_RANGE, .usage_min = 0,
+			   .usage_max = 60 }),
+	DESCRIBE("devid and drange", "-ddevid=2,drange=4096..8192",
+		 .flags = T_DATA,
+		 .data = { .flags = A_DEVID | A_DRANGE, .devid = 2,
+			   .pstart = 4096, .pend = 8192 }),
+	DESCRIBE("vrange and stripes", "-mvrange=0..1048576,stripes=2..4",
+		 .flags = T_META,
+		 .meta = { .flags = A_VRANGE | A_STRIPES, .vend = MIB(1),
+			   .stripes_min = 2, .stripes_max = 4 }),
+	DESCRIBE("limit", "-dlimit=7", .flags = T_DATA,
+		 .data = { .flags = A_LIMIT, .limit = 7 }),
+	DESCRIBE("limit range", "-dlimit=2..5", .flags = T_DATA,
+		 .data = { .flags = A_LIMIT_RANGE, .limit_min = 2,
+			   .limit_max = 5 }),
+	DESCRIBE("args of an unselected type are not shown", "-musage=30",
 		 .flags = T_META, .data = USAGE_OF(50), .meta = USAGE_OF(30)),
-	CUT("size 6 keeps start", 6, "start", .flags = T_FORCE | T_DATA,
-	    .data = USAGE_OF(50)),
-	CUT("size 5 keeps nothing", 5, "", .flags = T_FORCE | T_DATA,
-	    .data = USAGE_OF(50)),
-	CUT("size 1 keeps nothing", 1, "", .flags = T_DATA),
-	CUT("size 27 cuts before usage=30", 27, "start -dusage=50 -m",
+	DESCRIBE("every type with filters", "-dusage=50 -musage=30 -susage=10",
+		 .flags = T_ALL, .data = USAGE_OF(50), .meta = USAGE_OF(30),
+		 .sys = USAGE_OF(10)),
+	DESCRIBE("metadata without filters after data with filters",
+		 "-dusage=50 -m", .flags = T_DATA | T_META,
+		 .data = USAGE_OF(50)),
+	DESCRIBE("as btrfs-progs sends -dusage=50 -m",
+		 "-dusage=50 -m -s", .flags = T_ALL, .data = USAGE_OF(50)),
+	DESCRIBE("system without filters after metadata with filters",
+		 "-d -mconvert=dup -s", .flags = T_ALL,
+		 .meta = CONVERT_TO(B_DUP)),
+	CUT("cut after the last piece that fits", 20, "-dusage=50",
 	    .flags = T_DATA | T_META, .data = USAGE_OF(50),
 	    .meta = USAGE_OF(30)),
-	CUT("size 28 holds all", 28, "start -dusage=50 -musage=30",
-	    .flags = T_DATA | T_META, .data = USAGE_OF(50),
-	    .meta = USAGE_OF(30)),
-	CUT("size 35 cuts before ,usage=50 and stops", 35,
-	    "start -dconvert=raid1,soft", CONVERT_USAGE_META),
-	CUT("size 36 holds ,usage=50", 36,
-	    "start -dconvert=raid1,soft,usage=50", CONVERT_USAGE_META),
-	CUT("size 39 holds all", 39, "start -dconvert=raid1,soft,usage=50 -m",
-	    CONVERT_USAGE_META),
+	/* The first piece has nothing before it to fall back to. */
+	CUT("the first piece is cut where the buffer ends", 22,
+	    "-dconvert=raid1,usage",
+	    .flags = T_DATA, .data = { .flags = A_CONVERT | A_USAGE,
+				       .target = B_RAID1, .usage = 50 }),
 };
 
 KUNIT_ARRAY_PARAM(describe, describe_cases, describe_case_desc);
@@ -1420,25 +1672,148 @@ KUNIT_ARRAY_PARAM(describe, describe_cases, describe_case_desc);
 static void describe_test(struct kunit *test)
 {
 	const struct describe_case *p = test->param_value;
-	char buf[DESCRIBE_BUF + 8];
+	char buf[1024 + 8];
 
 	memset(buf, 'X', sizeof(buf));
-	btrfs_balance_describe(&p->bctl, buf, p->size);
+	describe_balance_control(&p->bctl, buf, p->size);
 	KUNIT_EXPECT_STREQ(test, buf, p->text);
-	/* Nothing is written past @size. */
+	/* Nothing is written past the size. */
 	KUNIT_EXPECT_NULL(test, memchr_inv(buf + p->size, 'X',
 					   sizeof(buf) - p->size));
 }
 
+/* How a run ended, from what __btrfs_balance() returned and the requests. */
+struct outcome_case {
+	const char *name;
+	int ret;
+	bool pause_req;
+	bool cancel_req;
+	enum btrfs_balance_outcome outcome;
+};
+
+static const struct outcome_case outcome_cases[] = {
+	{ "done", 0, false, false, BTRFS_BALANCE_ENDED },
+	{ "done with a pause asked too late", 0, true, false,
+	  BTRFS_BALANCE_ENDED },
+	{ "stopped by a pause request", -ECANCELED, true, false,
+	  BTRFS_BALANCE_PAUSED },
+	{ "stopped by a cancel request", -ECANCELED, false, true,
+	  BTRFS_BALANCE_CANCELED },
+	{ "stopped by a fatal signal in relocation", -ECANCELED, false, false,
+	  BTRFS_BALANCE_CANCELED },
+	{ "stopped by a fatal signal in a reservation", -EINTR, false, false,
+	  BTRFS_BALANCE_CANCELED },
+	{ "fatal signal while a pause was asked", -EINTR, true, false,
+	  BTRFS_BALANCE_CANCELED },
+	{ "pause and cancel both asked: cancel", -ECANCELED, true, true,
+	  BTRFS_BALANCE_CANCELED },
+	{ "pause and cancel asked, fatal signal: cancel", -EINTR, true, true,
+	  BTRFS_BALANCE_CANCELED },
+	{ "ENOSPC", -ENOSPC, false, false, BTRFS_BALANCE_ENDED },
+	{ "ENOSPC with a pause asked", -ENOSPC, true, false,
+	  BTRFS_BALANCE_ENDED },
+	{ "I/O error", -EIO, false, true, BTRFS_BALANCE_ENDED },
+};
+
+static void outcome_case_desc(const struct outcome_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(outcome, outcome_cases, outcome_case_desc);
+
+static void run_outcome_test(struct kunit *test)
+{
+	const struct outcome_case *p = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, balance_run_outcome(p->ret, p->pause_req,
+						  p->cancel_req),
+			p->outcome);
+}
+
+/*
+ * Args of a type the request does not select are cleared before anything
+ * reads them: a convert target there must not steer the allocator.
+ */
+struct unselected_case {
+	const char *name;
+	u64 flags;
+	bool data_kept;
+	bool meta_kept;
+	bool sys_kept;
+};
+
+static const struct unselected_case unselected_cases[] = {
+	{ "all selected", T_ALL, true, true, true },
+	{ "data only", T_DATA, true, false, false },
+	{ "metadata only", T_META, false, true, false },
+	{ "system and force", T_SYS | BTRFS_BALANCE_FORCE, false, false, true },
+	{ "resume with data and metadata", T_DATA | T_META |
+	  BTRFS_BALANCE_RESUME, true, true, false },
+	{ "nothing selected", 0, false, false, false },
+};
+
+static void unselected_case_desc(const struct unselected_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(unselected, unselected_cases, unselected_case_desc);
+
+static void unselected_args_are_cleared_test(struct kunit *test)
+{
+	const struct unselected_case *p = test->param_value;
+	const struct btrfs_balance_args to_raid1 = CONVERT_TO(B_RAID1);
+	const struct btrfs_balance_args none = {};
+	struct btrfs_balance_control bctl = {
+		.flags = p->flags, .data = to_raid1, .meta = to_raid1,
+		.sys = to_raid1,
+	};
+
+	clear_unselected_balance_args(&bctl);
+	KUNIT_EXPECT_MEMEQ(test, &bctl.data, p->data_kept ? &to_raid1 : &none,
+			   sizeof(none));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.meta, p->meta_kept ? &to_raid1 : &none,
+			   sizeof(none));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.sys, p->sys_kept ? &to_raid1 : &none,
+			   sizeof(none));
+	KUNIT_EXPECT_EQ(test, bctl.flags, p->flags);
+	/* New metadata chunks follow a metadata convert only if selected. */
+	KUNIT_EXPECT_EQ(test, get_restripe_target(&bctl, B_META),
+			p->meta_kept ? (B_META | B_RAID1) : 0);
+}
+
+/* A target the devices cannot hold, of a type not selected, is no error. */
+static void unselected_convert_is_not_checked_test(struct kunit *test)
+{
+	struct btrfs_balance_control bctl = {
+		.flags = T_DATA, .data = USAGE_OF(50),
+		.meta = CONVERT_TO(B_RAID1C4),
+		.sys = { .flags = BIT_ULL(40) },
+	};
+	const struct btrfs_balance_fs_state fs = ONE_DEV;
+	char why[128] = "";
+
+	clear_unselected_balance_args(&bctl);
+	KUNIT_EXPECT_EQ_MSG(test, check_balance_request(&bctl, &fs, why,
+							sizeof(why)),
+			    0, "why: %s", why);
+}
+
 static struct kunit_case balance_requests_cases[] = {
-	KUNIT_CASE_PARAM(args_for_resume_test, resume_gen_params),
 	KUNIT_CASE_PARAM(reduces_redundancy_test, redundancy_gen_params),
 	KUNIT_CASE_PARAM(check_request_test, request_gen_params),
 	KUNIT_CASE(check_request_why_is_bounded_test),
+	KUNIT_CASE_PARAM(update_balance_args_test, resume_gen_params),
+	KUNIT_CASE(update_balance_args_per_type_test),
 	KUNIT_CASE(args_to_disk_test),
 	KUNIT_CASE(args_to_cpu_test),
-	KUNIT_CASE(args_round_trip_test),
+	KUNIT_CASE(balance_item_layout_test),
 	KUNIT_CASE_PARAM(describe_test, describe_gen_params),
+	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),
+	KUNIT_CASE_PARAM(unselected_args_are_cleared_test,
+			 unselected_gen_params),
+	KUNIT_CASE(unselected_convert_is_not_checked_test),
 	{}
 };
 

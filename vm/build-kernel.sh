@@ -3,8 +3,15 @@
 # prepared tree (series + local work, like run_kunit.sh: prepare-tree.sh
 # --allow-work), config = "make tinyconfig" + vm/kernel.config.
 #
-#   vm/build-kernel.sh          prints the bzImage path on stdout (the build
-#                               output goes to stderr)
+#   vm/build-kernel.sh [-v] [--log FILE]
+#                               prints the bzImage path on stdout, and one
+#                               line per step on stderr (preparing the kernel
+#                               tree, building the VM kernel: N s); the
+#                               steps' output (tree, config, make) is appended
+#                               to FILE (default, printed: a new
+#                               $CACHE/logs/vm-kernel-<time>.log),
+#                               with -v or RESTRIPER_VERBOSE=1 also shown on
+#                               stderr.  On a failure: the end of the log.
 #
 #   VM_BASE_CONFIG=x86_64_defconfig vm/build-kernel.sh
 #                               merge the fragment onto another base config
@@ -17,12 +24,19 @@
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/../ci/lib.sh"
+# shellcheck source=vm/common.sh
+. "$RESTRIPER_ROOT/vm/common.sh"
 
-case "${1:-}" in
-"") ;;
--h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-*) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
-esac
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+BUILD_LOG=''
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
+	--log) BUILD_LOG=$2; shift 2 ;;
+	-h | --help) usage ;;
+	*) usage 2 >&2 ;;
+	esac
+done
 
 VM_BUILD=$BUILD_ROOT/vm
 FRAGMENT=$RESTRIPER_ROOT/vm/kernel.config
@@ -64,16 +78,20 @@ missing_settings() {
 	' "$2" "$1"
 }
 
-configure() {
+# configure: the merged config, written to .config only when it differs.
+# Runs in a subshell (die ends the step, not the script) and checks every
+# command itself: a step's command runs without errexit.
+configure() (
 	local missing
-	mkdir -p "$VM_BUILD"
+	mkdir -p "$VM_BUILD" || exit
 	rm -f "$VM_BUILD/$NEW" "$VM_BUILD/$NEW.old"
 	log "config: $BASE_CONFIG + vm/kernel.config"
-	vm_make -s KCONFIG_CONFIG="$NEW" "$BASE_CONFIG" >&2
+	vm_make -s KCONFIG_CONFIG="$NEW" "$BASE_CONFIG" || die "make $BASE_CONFIG failed"
 	# merge_config.sh writes its temporary files into the current folder.
-	(cd "$VM_BUILD" && KCONFIG_CONFIG=$NEW "$TREE/scripts/kconfig/merge_config.sh" -m "$NEW" "$FRAGMENT") >/dev/null
-	vm_make -s KCONFIG_CONFIG="$NEW" olddefconfig >&2
-	missing=$(missing_settings "$FRAGMENT" "$VM_BUILD/$NEW")
+	(cd "$VM_BUILD" && KCONFIG_CONFIG=$NEW "$TREE/scripts/kconfig/merge_config.sh" -m "$NEW" "$FRAGMENT") >/dev/null ||
+		die "merge_config.sh failed"
+	vm_make -s KCONFIG_CONFIG="$NEW" olddefconfig || die "make olddefconfig failed"
+	missing=$(missing_settings "$FRAGMENT" "$VM_BUILD/$NEW") || exit
 	if [ -n "$missing" ]; then
 		die "settings of vm/kernel.config that did not survive 'make olddefconfig' on $BASE_CONFIG (missing dependencies?):" \
 			"$missing" "(the merged config: $VM_BUILD/$NEW)"
@@ -83,22 +101,42 @@ configure() {
 		rm -f "$VM_BUILD/$NEW"
 	else
 		[ ! -f "$VM_BUILD/.config" ] || log "config changed"
-		mv "$VM_BUILD/$NEW" "$VM_BUILD/.config"
+		mv "$VM_BUILD/$NEW" "$VM_BUILD/.config" || exit
 	fi
 	rm -f "$VM_BUILD/$NEW.old"
+)
+
+configure_and_make() {
+	configure || return
+	log "make bzImage in $VM_BUILD (-j$JOBS)"
+	vm_make bzImage
 }
 
+# build: the steps; their output to $BUILD_LOG (and, with -v, to stderr:
+# stdout is only for the bzImage path).
 build() {
-	local start
-	start=$(date +%s)
-	bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" --allow-work >/dev/null
-	log "tree: $(git_tree log -1 --format='%h %s' HEAD)$([ -z "$(tree_changes)" ] || echo ' + uncommitted changes')"
-	configure
-	log "make bzImage in $VM_BUILD (-j$JOBS)"
-	vm_make bzImage >&2 || die "the kernel build failed (output above)"
-	log "built in $(($(date +%s) - start)) s"
+	local lines=0 errors line
+	prepare_tree_step "$BUILD_LOG" >&2 || exit 1
+	[ ! -f "$BUILD_LOG" ] || lines=$(wc -l <"$BUILD_LOG")
+	if ! step "building the VM kernel" "$BUILD_LOG" configure_and_make >&2; then
+		# With -j, the compiler's error may be far above the end.
+		errors=$(tail -n +"$((lines + 1))" "$BUILD_LOG" |
+			grep -E ': (fatal )?error:|undefined reference' | head -n 20 || true)
+		if [ -n "$errors" ] && [ "$VERBOSE" != 1 ]; then
+			log "the errors in $BUILD_LOG:"
+			while IFS= read -r line; do printf '    | %s\n' "$line"; done <<<"$errors" >&2
+		fi
+		exit 1
+	fi
+	log "bzImage: $VM_BUILD/arch/x86/boot/bzImage (log: $BUILD_LOG)" 2>>"$BUILD_LOG"
 	echo "$VM_BUILD/arch/x86/boot/bzImage"
 }
 
+if [ -z "$BUILD_LOG" ]; then
+	BUILD_LOG=$LOGS/vm-kernel-$(date +%Y%m%d-%H%M%S).log
+	log "log: $BUILD_LOG"
+fi
+mkdir -p "$(dirname "$BUILD_LOG")"
+BUILD_LOG=$(cd "$(dirname "$BUILD_LOG")" && pwd)/$(basename "$BUILD_LOG")
 ensure_packages "${PACKAGES[@]}"
 with_build_lock build

@@ -34,13 +34,80 @@ prune_old_runs() {
 	done
 }
 
-# build_vm_kernel DEST: build the VM kernel (vm/build-kernel.sh: prepares the
-# tree, holds the build lock) and copy it to DEST, so that the run does not
-# depend on the build folder (another build may change it meanwhile).
+# prepare_tree_step LOG: ci/prepare-tree.sh --allow-work as a step (one line,
+# its output into LOG).  Its loud warning (the pinned base is not offered by
+# apt any more, another version is used) is shown on screen all the same.
+prepare_tree_step() {
+	local lines=0 rc=0
+	[ ! -f "$1" ] || lines=$(wc -l <"$1")
+	step "preparing the kernel tree" "$1" prepare_tree_and_say || rc=$?
+	if [ "$VERBOSE" != 1 ]; then
+		tail -n +"$((lines + 1))" "$1" | grep '^!!!' >&2 || true
+	fi
+	return "$rc"
+}
+prepare_tree_and_say() {
+	bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" --allow-work || return
+	log "tree: $(git_tree log -1 --format='%h %s' HEAD)$([ -z "$(tree_changes)" ] || echo ' + uncommitted changes')"
+}
+
+# build_vm_kernel DEST LOG: build the VM kernel (vm/build-kernel.sh: prepares
+# the tree, holds the build lock; one line per step, its output appended to
+# LOG) and copy it to DEST, so that the run does not depend on the build
+# folder (another build may change it meanwhile).
 build_vm_kernel() {
 	local bz
-	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh") || die "the kernel build failed"
+	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --log "$2") ||
+		die "the VM kernel was not built (log: $2)"
 	cp "$bz" "$1"
+}
+
+# The screen, for the guest's output while the steps' output goes to a log:
+# the scripts open it with "exec 3>&1" before the VM step.
+SCREEN_FD=3
+
+# run_vm RUN_DIR RUN-VM-ARGS...: vm/run-vm.sh --log RUN_DIR, meant to run as
+# a step: its own messages go to stderr (the step's log), the console to
+# SCREEN_FD (the guest's lines only, or everything with -v; all of it is in
+# RUN_DIR/console.log either way).  Returns 0 when the guest finished and the
+# images passed their check: the guest's own exit status is the caller's to
+# judge (RUN_DIR/vm-result.txt); else run-vm.sh's status.
+run_vm() {
+	local dir=$1 rc=0 show=guest
+	shift
+	[ "$VERBOSE" != 1 ] || show=all
+	[ -z "${VM_SHOW:-}" ] || show=$VM_SHOW
+	bash "$RESTRIPER_ROOT/vm/run-vm.sh" --log "$dir" --show "$show" "$@" >&"$SCREEN_FD" || rc=$?
+	[ "$rc" -ne 0 ] || return 0
+	[ -f "$dir/vm-result.txt" ] || return "$rc"
+	if [ "$(sed -n 's/^guest_status=//p' "$dir/vm-result.txt")" != none ] &&
+		[ "$(sed -n 's/^timed_out=//p' "$dir/vm-result.txt")" = 0 ] &&
+		[ "$(sed -n 's/^panic=//p' "$dir/vm-result.txt")" = 0 ] &&
+		[ "$(sed -n 's/^images_failed=//p' "$dir/vm-result.txt")" = 0 ]; then
+		return 0
+	fi
+	return "$rc"
+}
+
+# vm_step LABEL RUN_DIR LOG RUN-VM-ARGS...: run_vm as a step.  When the guest
+# did not finish (timeout, panic, no exit line) and the console was not all
+# on screen, the end of the console follows the end of LOG: it shows why
+# (only the kernel's lines when the guest's were on screen already).
+vm_step() {
+	local label=$1 dir=$2 steplog=$3 rc=0
+	shift 3
+	RESTRIPER_TAIL=12 step "$label" "$steplog" run_vm "$dir" "$@" || rc=$?
+	if [ "$rc" -ne 0 ] && [ "$VERBOSE" != 1 ] && [ -s "$dir/console.log" ] &&
+		grep -qx 'guest_status=none' "$dir/vm-result.txt" 2>/dev/null; then
+		if [ "${VM_SHOW:-guest}" = none ]; then
+			log "the end of $dir/console.log:"
+			sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' "$dir/console.log" | tail -n 30
+		else
+			log "the kernel's last messages ($dir/console.log):"
+			grep -a '\[ *[0-9]*\.[0-9]*\] ' "$dir/console.log" | tail -n 30
+		fi | sed 's/^/    | /' >&2
+	fi
+	return "$rc"
 }
 
 # scan_dmesg DMESG: print the lines of the kernel log that make the run fail

@@ -152,7 +152,9 @@ else
 		"the pause/resume part was not shown; DEMO_DATA_MB=400 makes it longer"
 	[ "$brc" -eq 0 ] || fail "btrfs balance start failed (status $brc)"
 fi
-dmesg | grep 'balance: ended with status' | tail -n1
+# What the kernel logged at the end; prefixed, so that it is not taken for
+# one of the kernel's own console lines (the host hides those).
+dmesg | grep 'balance: ended with status' | tail -n1 | sed 's/^/kernel log: /'
 
 # --- 6. checks ------------------------------------------------------------------
 step "result of the conversion"

@@ -31,6 +31,9 @@ done
 
 ensure_packages busybox-static btrfs-progs cpio gzip
 
+# set -e ends the script without a word: say which command failed.
+trap 'log "failed (status $?) at line $LINENO: $BASH_COMMAND"' ERR
+
 STAGE=$(mktemp -d)
 # shellcheck disable=SC2064 # expand now
 trap "rm -rf '$STAGE'" EXIT
@@ -98,7 +101,9 @@ done
 [ -e "$STAGE/lib64/ld-linux-x86-64.so.2" ] || die "no dynamic loader found by ldd (for btrfs-progs)"
 # Loaded with dlopen(), so ldd does not list it: glibc needs it for
 # pthread_cancel (btrfs scrub aborts without it).
-libgcc=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && /x86-64/ { print $NF; exit }')
+# (awk reads to the end: exiting early would kill ldconfig with SIGPIPE, and
+# pipefail would end the script.)
+libgcc=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && /x86-64/ && !found { print $NF; found = 1 }')
 [ -n "$libgcc" ] || die "libgcc_s.so.1 not found (ldconfig -p)"
 copy_lib "$libgcc"
 nlibs=$(($(find "$STAGE" -name '*.so*' | wc -l) - nlibs_before))

@@ -15,8 +15,14 @@
 #                      a probe VM with the same CPU model runs on it, else TCG)
 #   --check-images     afterwards, "btrfs check --readonly" every filesystem
 #                      found on the disk images (host side, userspace only)
+#   --show all|guest|none  what of the console to show on stdout: all of it,
+#                      the guest's own lines (from "=== GUEST START", without
+#                      the kernel's messages and the kernel log dump), or
+#                      nothing (default: guest; all with -v or
+#                      RESTRIPER_VERBOSE=1).  console.log has it all anyway.
+#   -v                 --show all
 #
-# Writes DIR/console.log (the serial console, also shown on stdout),
+# Writes DIR/console.log (the serial console, shown on stdout as --show says),
 # DIR/dmesg.log (the kernel log the guest printed at the end; when the guest
 # did not get that far: the kernel lines of the console), DIR/vm-result.txt
 # (key=value: guest_status, timed_out, panic, images_checked, images_failed,
@@ -33,6 +39,8 @@ set -euo pipefail
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
 KERNEL='' INITRD='' LOG='' DISKS=4 DISK_SIZE=1G TIMEOUT=900 MEM=2G CHECK=0
+SHOW=guest
+[ "$VERBOSE" != 1 ] || SHOW=all
 ACCEL_MODE=${RESTRIPER_VM_ACCEL:-auto}
 APPEND=()
 while [ $# -gt 0 ]; do
@@ -47,6 +55,8 @@ while [ $# -gt 0 ]; do
 	--mem) MEM=$2; shift 2 ;;
 	--accel) ACCEL_MODE=$2; shift 2 ;;
 	--check-images) CHECK=1; shift ;;
+	--show) SHOW=$2; shift 2 ;;
+	-v) SHOW=all; shift ;;
 	-h | --help) usage ;;
 	*) echo "unknown argument: $1" >&2; usage 2 ;;
 	esac
@@ -56,6 +66,7 @@ if [ -z "$KERNEL" ] || [ -z "$INITRD" ] || [ -z "$LOG" ]; then usage 2; fi
 [ -f "$INITRD" ] || die "no initramfs $INITRD"
 [[ "$DISKS" =~ ^([0-9]|1[0-9]|2[0-6])$ ]] || die "--disks: 0 to 26, not $DISKS"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout: seconds, not $TIMEOUT"
+case "$SHOW" in all | guest | none) ;; *) die "--show: all, guest or none, not $SHOW" ;; esac
 
 ensure_packages qemu-system-x86 coreutils
 [ "$CHECK" = 0 ] || ensure_packages btrfs-progs util-linux
@@ -119,12 +130,28 @@ log "booting $(basename "$KERNEL") with $DISKS x $DISK_SIZE disks, timeout ${TIM
 log "command line: $CMDLINE"
 
 # --- run --------------------------------------------------------------------
+# show: the console as --show says, without the terminal control sequences
+# of the firmware (SeaBIOS resets and clears the terminal).
+show() {
+	local strip='s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g'
+	case "$SHOW" in
+	all) sed -u "$strip" ;;
+	guest)
+		sed -u -n -e "$strip" \
+			-e '/=== DMESG BEGIN ===/,/=== DMESG END ===/d' \
+			-e '/^\[ *[0-9]*\.[0-9]*\] /d' \
+			-e '/=== GUEST START/,$p'
+		;;
+	none) cat >/dev/null ;;
+	esac
+}
+
 # stdin from /dev/null: QEMU leaves the terminal alone and Ctrl-C stops it.
 # The console's CR LF line ends become LF.
 start=$(date +%s)
 set +e
 timeout --kill-after=10 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 |
-	sed -u 's/\r$//' | tee "$LOG/console.log"
+	sed -u 's/\r$//' | tee "$LOG/console.log" | show
 status=("${PIPESTATUS[@]}")
 set -e
 qemu_rc=${status[0]}

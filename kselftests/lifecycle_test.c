@@ -1,0 +1,1525 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The lifecycle of a btrfs balance: running, paused, resumed (by the ioctl
+ * and at mount), canceled, and the races between these, made deterministic
+ * with the balance hold points of CONFIG_BTRFS_DEBUG
+ * (/sys/fs/btrfs/debug/balance_hold).
+ *
+ * Environment: BTRFS_TEST_DEVS, the block devices to use, space separated
+ * (4 of them, each used by nothing else; they are reformatted); and
+ * BTRFS_TEST_MNT, an empty directory to mount on (default /mnt/test).
+ * mkfs.btrfs and btrfs must be in PATH.  Run as root.
+ *
+ * Every test makes a fresh filesystem whose data chunks each hold one file
+ * of 1 MiB, so that relocating a chunk is cheap but never empty: a chunk
+ * the walk relocates always takes transactions and I/O.  Its teardown
+ * clears the hold points, unmounts and runs "btrfs check --readonly".
+ *
+ * A balance is never expected to be slow: HOLD_RELOCATION stops its walk
+ * before a chunk (the balance is RUNNING then), HOLD_RESUME_THREAD stops
+ * the mount-time resume thread, and the tests wait for states (progress,
+ * the hold, the kernel stack of a thread) with timeouts that only fire on
+ * a hang.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <linux/userfaultfd.h>
+
+/* Shared helpers: this program does not use every one of them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "btrfs_util.h"
+#pragma GCC diagnostic pop
+
+/* The harness has an unused parameter; -Wextra is meant for this file. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+/* Each TEST_F wrapper of the harness keeps a local across its setjmp. */
+#pragma GCC diagnostic ignored "-Wclobbered"
+
+#define RAID1		BTRFS_BLOCK_GROUP_RAID1
+#define EXCL_BUSY	BTRFS_ERROR_DEV_EXCL_RUN_IN_PROGRESS
+#define KEEP_SIZE	SZ_1M	/* the file each data chunk holds */
+#define MAX_FILES	16
+#define MAX_CALLS	4
+#define NO_SUCH_DEV	"/nonexistent/btrfs-balance-test"
+#define NO_SUCH_DEVID	999
+/* Waits that end on an event: only a hang reaches these. */
+#define HANG_MS		(100 * 1000)
+
+/* ---- Kernel calls in a thread ---- */
+
+/*
+ * A blocking call (pause, cancel, umount, remount, device add) made in a
+ * thread, so that the test can look at the kernel while it waits.
+ */
+struct call {
+	pthread_t tid;
+	bool started;
+	pid_t task;		/* the thread's id, for /proc/self/task */
+	int (*fn)(struct call *c);
+	int fd;
+	long arg;
+	const char *path;
+	void *ptr;
+	int ret;
+	bool done;
+};
+
+static void *call_thread(void *p)
+{
+	struct call *c = p;
+
+	pid_t task = syscall(SYS_gettid);
+
+	__atomic_store_n(&c->task, task, __ATOMIC_RELEASE);
+	c->ret = c->fn(c);
+	__atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static bool call_done(struct call *c)
+{
+	return __atomic_load_n(&c->done, __ATOMIC_ACQUIRE);
+}
+
+static int call_join(struct call *c)
+{
+	if (c->started) {
+		pthread_join(c->tid, NULL);
+		c->started = false;
+	}
+	return c->ret;
+}
+
+static int do_balance_ctl(struct call *c)
+{
+	return balance_ctl(c->fd, (int)c->arg);
+}
+
+static int do_umount(struct call *c)
+{
+	return umount2(c->path, 0) ? -errno : 0;
+}
+
+static int remount(const char *mnt, unsigned long flags)
+{
+	return mount(NULL, mnt, NULL, MS_REMOUNT | flags, NULL) ? -errno : 0;
+}
+
+static int do_remount(struct call *c)
+{
+	return remount(c->path, c->arg);
+}
+
+static int do_add_dev(struct call *c)
+{
+	return xioctl(c->fd, BTRFS_IOC_ADD_DEV, c->ptr);
+}
+
+/*
+ * Does thread @task of this process sleep in kernel function @fn?  From
+ * its kernel stack, or its wchan where there is no stack file.
+ */
+static bool task_waits_in(pid_t task, const char *fn)
+{
+	static const char * const files[] = { "stack", "wchan" };
+	char path[64], buf[4096];
+	unsigned int i;
+	ssize_t n;
+	int fd;
+
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "/proc/self/task/%d/%s", task,
+			 files[i]);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		return !!strstr(buf, fn);
+	}
+	return false;
+}
+
+/* ---- A world: a fresh filesystem for each test ---- */
+
+struct world {
+	struct test_env env;
+	int ndevs;			/* devices in the filesystem */
+	int fd;				/* the mount point, open */
+	bool mounted;
+	struct balance_thread bt;
+	struct call calls[MAX_CALLS];
+	struct kmsg kmsg;
+	int uffd;
+	int nfiles;
+	__u64 file_size[MAX_FILES];
+};
+
+static struct call *call_start(struct __test_metadata *_metadata,
+			       struct world *w, int (*fn)(struct call *),
+			       int fd, long arg, const char *path, void *ptr)
+{
+	struct call *c = NULL;
+	__u64 end = now_ms() + HANG_MS;
+	int i, ret;
+
+	for (i = 0; i < MAX_CALLS && !c; i++)
+		if (!w->calls[i].started)
+			c = &w->calls[i];
+	if (!c) {
+		ASSERT_TRUE(false)
+			TH_LOG("more than %d calls at once", MAX_CALLS);
+		return NULL;
+	}
+	memset(c, 0, sizeof(*c));
+	c->fn = fn;
+	c->fd = fd;
+	c->arg = arg;
+	c->path = path;
+	c->ptr = ptr;
+	ret = pthread_create(&c->tid, NULL, call_thread, c);
+	ASSERT_EQ(0, ret);
+	c->started = true;
+	while (!__atomic_load_n(&c->task, __ATOMIC_ACQUIRE) && now_ms() < end)
+		usleep(1000);
+	return c;
+}
+
+static void world_mount(struct __test_metadata *_metadata, struct world *w,
+			int ndevs, unsigned long flags, const char *more)
+{
+	char opts[256];
+	int ret;
+
+	/*
+	 * nossd: no data allocation cluster, whose empty size would make the
+	 * allocator take a new chunk before it fills the last free space of
+	 * the others (make_data_chunks() needs them filled).
+	 */
+	snprintf(opts, sizeof(opts), "nodiscard,nossd%s%s", more ? "," : "",
+		 more ? more : "");
+	ret = mount_fs(&w->env, ndevs, flags, opts);
+	ASSERT_EQ(0, ret) TH_LOG("mount %s on %s (%s): %s", w->env.devs[0],
+				 w->env.mnt, opts, strerror(-ret));
+	w->mounted = true;
+	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, w->fd) TH_LOG("open %s: %s", w->env.mnt, strerror(errno));
+}
+
+static void world_umount(struct __test_metadata *_metadata, struct world *w)
+{
+	int ret;
+
+	close(w->fd);
+	w->fd = -1;
+	ret = umount_fs(w->env.mnt);
+	ASSERT_EQ(0, ret) TH_LOG("umount %s: %s", w->env.mnt, strerror(-ret));
+	w->mounted = false;
+}
+
+static int make_fs_sized(const struct test_env *env, int ndevs,
+			 const char *data, const char *meta, const char *size)
+{
+	char *argv[11 + MAX_DEVS] = {
+		"mkfs.btrfs", "-f", "-q", "-K", "-d", (char *)data,
+		"-m", (char *)meta,
+	};
+	int i, n = 8;
+
+	if (size) {
+		argv[n++] = "-b";
+		argv[n++] = (char *)size;
+	}
+	for (i = 0; i < ndevs; i++)
+		argv[n++] = (char *)env->devs[i];
+	argv[n] = NULL;
+	return run_cmd(argv);
+}
+
+/*
+ * mkfs on the first @ndevs devices (each @size bytes, NULL: all of it) and
+ * mount; false when skipped.
+ */
+static bool world_setup(struct __test_metadata *_metadata, struct world *w,
+			int ndevs, int needed, const char *data,
+			const char *meta, const char *size)
+{
+	struct stat st;
+
+	w->fd = -1;
+	w->uffd = -1;
+	w->kmsg.fd = -1;
+	w->ndevs = ndevs;
+	env_load(&w->env);
+	if (w->env.ndevs < needed)
+		SKIP(return false,
+		     "BTRFS_TEST_DEVS names %d devices, this world needs %d",
+		     w->env.ndevs, needed);
+	if (stat(BALANCE_HOLD_FILE, &st))
+		SKIP(return false,
+		     "no %s: the kernel lacks CONFIG_BTRFS_DEBUG's hold points",
+		     BALANCE_HOLD_FILE);
+	ASSERT_EQ(0, balance_hold_set(0));
+	mkdir(w->env.mnt, 0755);
+	/* A test killed by its timeout had no teardown: unmount its rest. */
+	while (!umount2(w->env.mnt, 0))
+		;
+	ASSERT_EQ(0, make_fs_sized(&w->env, ndevs, data, meta, size))
+		TH_LOG("mkfs.btrfs -d %s -m %s on %d devices", data, meta,
+		       ndevs);
+	world_mount(_metadata, w, ndevs, 0, NULL);
+	ASSERT_EQ(0, kmsg_start(&w->kmsg));
+	return true;
+}
+
+static bool mounted_on(const char *mnt)
+{
+	char line[1024], dev[512], dir[512];
+	bool found = false;
+	FILE *f = fopen("/proc/mounts", "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "%511s %511s", dev, dir) == 2 &&
+			!strcmp(dir, mnt);
+	fclose(f);
+	return found;
+}
+
+static void world_teardown(struct __test_metadata *_metadata, struct world *w)
+{
+	int i, ret = 0;
+
+	/* Whatever failed, nothing may stay held: later tests would hang. */
+	EXPECT_EQ(0, balance_hold_set(0));
+	/* A device add waiting for its arguments gets -EFAULT. */
+	if (w->uffd >= 0)
+		close(w->uffd);
+	w->uffd = -1;
+	/* A test that failed while its balance ran: stop the balance. */
+	for (i = 0; w->bt.started && i < 600 && !balance_thread_done(&w->bt);
+	     i++) {
+		balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL);
+		usleep(100 * 1000);
+	}
+	balance_thread_join(&w->bt);
+	for (i = 0; i < MAX_CALLS; i++)
+		call_join(&w->calls[i]);
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+	if (w->mounted || mounted_on(w->env.mnt))
+		ret = umount_fs(w->env.mnt);
+	EXPECT_EQ(0, ret) TH_LOG("umount %s: %s", w->env.mnt, strerror(-ret));
+	w->mounted = false;
+	kmsg_end(&w->kmsg);
+	EXPECT_EQ(0, check_fs(&w->env, w->ndevs))
+		TH_LOG("btrfs check --readonly %s", w->env.devs[0]);
+}
+
+/* ---- Data: one file of KEEP_SIZE in each data chunk ---- */
+
+static int count_type(const struct chunk_list *l, __u64 bg_type)
+{
+	int i, n = 0;
+
+	for (i = 0; i < l->n; i++)
+		n += !!(l->c[i].type & bg_type);
+	return n;
+}
+
+/* Data chunks whose profile is not @profile. */
+static int count_data_not(const struct chunk_list *l, __u64 profile)
+{
+	int i, n = 0;
+
+	for (i = 0; i < l->n; i++)
+		n += (l->c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
+		     chunk_profile(l->c[i].type) != profile;
+	return n;
+}
+
+static int count_moved(const struct chunk_list *before,
+		       const struct chunk_list *after)
+{
+	int i, n = 0;
+
+	for (i = 0; i < before->n; i++)
+		n += chunk_moved(before, i, after);
+	return n;
+}
+
+static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s %s at %llu+%llu used %llu",
+		 type_name(c->type), profile_name(chunk_profile(c->type)),
+		 (unsigned long long)c->start, (unsigned long long)c->length,
+		 (unsigned long long)c->used);
+	return buf;
+}
+
+/* A number from /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd. */
+static int read_fs_sysfs(int fd, const char *attr, __u64 *val)
+{
+	struct btrfs_ioctl_fs_info_args fi;
+	char path[256], buf[64];
+	const __u8 *u;
+	ssize_t n;
+	int sfd;
+
+	memset(&fi, 0, sizeof(fi));
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
+		return -errno;
+	u = fi.fsid;
+	snprintf(path, sizeof(path),
+		 "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%s",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		 u[10], u[11], u[12], u[13], u[14], u[15], attr);
+	sfd = open(path, O_RDONLY);
+	if (sfd < 0)
+		return -errno;
+	n = read(sfd, buf, sizeof(buf) - 1);
+	close(sfd);
+	if (n <= 0)
+		return n ? -errno : -EIO;
+	buf[n] = '\0';
+	*val = strtoull(buf, NULL, 0);
+	return 0;
+}
+
+/*
+ * Preallocate (no data written) 1 MiB pieces into the file fill<@idx>
+ * until one of them needs a new data chunk: the data chunks there were
+ * have no 1 MiB of free space left in one piece (their free space may be
+ * split, e.g. by a superblock copy), and the new one holds that piece.
+ */
+static void fill_data_chunks(struct __test_metadata *_metadata,
+			     struct world *w, int idx)
+{
+	__u64 total, now, off;
+	char path[PATH_SIZE];
+	int fd;
+
+	ASSERT_EQ(0, read_fs_sysfs(w->fd, "allocation/data/total_bytes",
+				   &total));
+	snprintf(path, sizeof(path), "%s/fill%02d", w->env.mnt, idx);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd) TH_LOG("create %s: %s", path, strerror(errno));
+	for (off = 0;; off += SZ_1M) {
+		ASSERT_GE(total, off) TH_LOG("no new data chunk");
+		ASSERT_EQ(0, fallocate(fd, 0, off, SZ_1M))
+			TH_LOG("fallocate %s at %llu: %s", path,
+			       (unsigned long long)off, strerror(errno));
+		ASSERT_EQ(0, read_fs_sysfs(w->fd, "allocation/data/total_bytes",
+					   &now));
+		if (now != total)
+			break;
+	}
+	close(fd);
+}
+
+/*
+ * Make the filesystem have @n data chunks, each holding one file of
+ * KEEP_SIZE (f00 in the lowest) and nothing else: each file after the
+ * first is written once the chunks before have no room for it, into the
+ * chunk the filling made, and the filling is deleted at the end.  The
+ * highest chunk, where the balance walk starts, is data.
+ */
+static void make_data_chunks(struct __test_metadata *_metadata,
+			     struct world *w, int n)
+{
+	__u64 end = now_ms() + HANG_MS, used;
+	char path[PATH_SIZE], desc[128];
+	struct chunk_list l;
+	int i, ret;
+
+	ASSERT_GE(MAX_FILES, n);
+	for (i = 0; i < n; i++) {
+		if (i)
+			fill_data_chunks(_metadata, w, i);
+		ret = write_pattern_file(w->env.mnt, i, KEEP_SIZE);
+		ASSERT_EQ(0, ret) TH_LOG("write f%02d: %s", i, strerror(-ret));
+		w->file_size[i] = KEEP_SIZE;
+		w->nfiles = i + 1;
+		ASSERT_EQ(0, syncfs(w->fd));
+	}
+	for (i = 1; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/fill%02d", w->env.mnt, i);
+		ASSERT_EQ(0, unlink(path));
+	}
+	/* Freed extents leave the block groups' usage at a commit. */
+	for (;;) {
+		ASSERT_EQ(0, read_chunks(w->fd, &l));
+		for (used = 0, i = 0; i < l.n; i++)
+			if (l.c[i].type & BTRFS_BLOCK_GROUP_DATA)
+				used += l.c[i].used;
+		if (used == n * KEEP_SIZE)
+			break;
+		ASSERT_GT(end, now_ms()) TH_LOG("preallocated space not freed");
+		usleep(10 * 1000);
+	}
+	ASSERT_EQ(n, count_type(&l, BTRFS_BLOCK_GROUP_DATA));
+	for (i = 0; i < l.n; i++) {
+		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
+			continue;
+		ASSERT_EQ(KEEP_SIZE, l.c[i].used)
+			TH_LOG("%s", chunk_desc(&l.c[i], desc, sizeof(desc)));
+	}
+	ASSERT_TRUE(!!(l.c[l.n - 1].type & BTRFS_BLOCK_GROUP_DATA))
+		TH_LOG("the highest chunk is not data");
+}
+
+/* Read every file back from disk (caches dropped) and compare. */
+static void verify_dataset(struct __test_metadata *_metadata, struct world *w)
+{
+	__u64 bad;
+	int i, ret;
+
+	ASSERT_EQ(0, drop_page_cache());
+	for (i = 0; i < w->nfiles; i++) {
+		ret = verify_pattern_file(w->env.mnt, i, w->file_size[i], &bad);
+		ASSERT_EQ(0, ret)
+			TH_LOG("f%02d: %s at offset %llu", i, strerror(-ret),
+			       (unsigned long long)bad);
+	}
+}
+
+/* ---- Requests ---- */
+
+static void convert_request(struct btrfs_ioctl_balance_args *a, __u64 target)
+{
+	memset(a, 0, sizeof(*a));
+	a->flags = BTRFS_BALANCE_DATA;
+	a->data.flags = BTRFS_BALANCE_ARGS_CONVERT;
+	a->data.target = target;
+}
+
+static void data_request(struct btrfs_ioctl_balance_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->flags = BTRFS_BALANCE_DATA;
+}
+
+/* vrange [0, 1) lies below every chunk: a valid request that moves nothing. */
+static void noop_request(struct btrfs_ioctl_balance_args *a)
+{
+	data_request(a);
+	a->data.flags = BTRFS_BALANCE_ARGS_VRANGE;
+	a->data.vend = 1;
+}
+
+static int resume(int fd, struct btrfs_ioctl_balance_args *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->flags = BTRFS_BALANCE_RESUME;
+	return balance_v2(fd, r);
+}
+
+static int add_device(int fd, const char *path)
+{
+	struct btrfs_ioctl_vol_args va;
+
+	memset(&va, 0, sizeof(va));
+	snprintf(va.name, sizeof(va.name), "%s", path);
+	return xioctl(fd, BTRFS_IOC_ADD_DEV, &va);
+}
+
+static int remove_devid(int fd, __u64 devid)
+{
+	struct btrfs_ioctl_vol_args_v2 va;
+
+	memset(&va, 0, sizeof(va));
+	va.flags = BTRFS_DEVICE_SPEC_BY_ID;
+	va.devid = devid;
+	return xioctl(fd, BTRFS_IOC_RM_DEV_V2, &va);
+}
+
+static int resize(int fd, const char *spec)
+{
+	struct btrfs_ioctl_vol_args va;
+
+	memset(&va, 0, sizeof(va));
+	snprintf(va.name, sizeof(va.name), "%s", spec);
+	return xioctl(fd, BTRFS_IOC_RESIZE, &va);
+}
+
+static int replace(int fd, __u64 srcdevid, const char *target)
+{
+	struct btrfs_ioctl_dev_replace_args ra;
+
+	memset(&ra, 0, sizeof(ra));
+	ra.cmd = BTRFS_IOCTL_DEV_REPLACE_CMD_START;
+	ra.start.srcdevid = srcdevid;
+	ra.start.cont_reading_from_srcdev_mode =
+		BTRFS_IOCTL_DEV_REPLACE_CONT_READING_FROM_SRCDEV_MODE_ALWAYS;
+	snprintf((char *)ra.start.tgtdev_name, sizeof(ra.start.tgtdev_name),
+		 "%s", target);
+	return xioctl(fd, BTRFS_IOC_DEV_REPLACE, &ra);
+}
+
+/* ---- Checks ---- */
+
+static void expect_exclop(struct __test_metadata *_metadata, struct world *w,
+			  const char *want)
+{
+	char op[64];
+
+	ASSERT_EQ(0, exclusive_operation(w->fd, op, sizeof(op)));
+	EXPECT_STREQ(want, op);
+}
+
+/* Progress shows a paused balance of @flags, whose item is on disk. */
+static void expect_paused(struct __test_metadata *_metadata, struct world *w,
+			  __u64 flags, struct btrfs_ioctl_balance_args *p)
+{
+	ASSERT_EQ(0, balance_progress(w->fd, p)) TH_LOG("no paused balance");
+	EXPECT_EQ(0ULL, p->state);
+	EXPECT_EQ(flags, p->flags);
+	EXPECT_EQ(1, balance_item_present(w->fd));
+	expect_exclop(_metadata, w, "balance paused");
+}
+
+/* No balance, in memory or on disk, and the exclusive operation is free. */
+static void expect_no_balance(struct __test_metadata *_metadata,
+			      struct world *w)
+{
+	struct btrfs_ioctl_balance_args p;
+
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
+	EXPECT_EQ(0, balance_item_present(w->fd));
+	expect_exclop(_metadata, w, "none");
+}
+
+static void expect_all_data(struct __test_metadata *_metadata,
+			    struct world *w, __u64 profile)
+{
+	struct chunk_list l;
+	char desc[128];
+	int i;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	for (i = 0; i < l.n; i++) {
+		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
+			continue;
+		EXPECT_EQ(profile, chunk_profile(l.c[i].type))
+			TH_LOG("%s", chunk_desc(&l.c[i], desc, sizeof(desc)));
+	}
+}
+
+static void expect_log(struct __test_metadata *_metadata, struct world *w,
+		       const char *text)
+{
+	EXPECT_EQ(1, kmsg_contains(&w->kmsg, text))
+		TH_LOG("not in the kernel log: \"%s\"", text);
+}
+
+/*
+ * Wait until the resume thread of a mount refused to resume its balance:
+ * it logs that the balance stays paused, or, if it does not keep it, the
+ * balance is gone.
+ */
+static void wait_resume_given_up(struct __test_metadata *_metadata,
+				 struct world *w)
+{
+	struct btrfs_ioctl_balance_args p;
+	__u64 end = now_ms() + HANG_MS;
+
+	while (!kmsg_contains(&w->kmsg, "balance: not resumed") &&
+	       balance_progress(w->fd, &p) != -ENOTCONN) {
+		ASSERT_GT(end, now_ms()) TH_LOG("the resume thread never ended");
+		usleep(10 * 1000);
+	}
+}
+
+/* ---- Holding the balance ---- */
+
+/*
+ * Wait until a balance thread is held at @point; fail at once if the
+ * balance thread of the world ended instead.
+ */
+static void wait_held(struct __test_metadata *_metadata, struct world *w,
+		      unsigned long point)
+{
+	__u64 end = now_ms() + HANG_MS;
+	unsigned long set, held;
+
+	if (!w->bt.started) {	/* the resume thread of a mount */
+		ASSERT_EQ(0, balance_hold_wait(point, HANG_MS))
+			TH_LOG("never held at 0x%lx", point);
+		return;
+	}
+	for (;;) {
+		ASSERT_EQ(0, balance_hold_get(&set, &held));
+		if (held & point)
+			return;
+		ASSERT_FALSE(balance_thread_done(&w->bt))
+			TH_LOG("the balance ended (%d) before hold point 0x%lx",
+			       w->bt.ret, point);
+		ASSERT_GT(end, now_ms()) TH_LOG("never held at 0x%lx", point);
+		usleep(1000);
+	}
+}
+
+/*
+ * Start @a in the world's balance thread, held before the first chunk of
+ * its relocation pass: it is running, its counting pass is done, and it
+ * has relocated nothing.
+ */
+static void start_held(struct __test_metadata *_metadata, struct world *w,
+		       const struct btrfs_ioctl_balance_args *a)
+{
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, a));
+	wait_held(_metadata, w, HOLD_RELOCATION);
+}
+
+/*
+ * The balance is held before a chunk: let it take exactly that chunk and
+ * hold it again before the next one.  The hold is set again as soon as
+ * the thread has left it, while it relocates the chunk; the test data
+ * makes the chunks taken this way data chunks that are relocated, which
+ * takes transactions and I/O.  Progress then tells that one chunk was
+ * passed, no more.
+ */
+static void hold_step(struct __test_metadata *_metadata, struct world *w)
+{
+	struct btrfs_ioctl_balance_args p;
+	__u64 end = now_ms() + HANG_MS;
+	unsigned long set, held;
+	__u64 considered;
+
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	considered = p.stat.considered;
+	ASSERT_EQ(0, balance_hold_set(0));
+	do {
+		ASSERT_EQ(0, balance_hold_get(&set, &held));
+		ASSERT_GT(end, now_ms()) TH_LOG("the balance stays held");
+	} while (held & HOLD_RELOCATION);
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	wait_held(_metadata, w, HOLD_RELOCATION);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(considered + 1, p.stat.considered)
+		TH_LOG("the walk passed more than one chunk in a step");
+}
+
+/*
+ * Pause the held balance of the world's thread: the pause request is
+ * seen before the hold lets the walk go on, so it stops right there.
+ */
+static void pause_held(struct __test_metadata *_metadata, struct world *w)
+{
+	struct call *pause;
+
+	pause = call_start(_metadata, w, do_balance_ctl, w->fd,
+			   BTRFS_BALANCE_CTL_PAUSE, NULL, NULL);
+	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
+					HANG_MS));
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, call_join(pause));
+	ASSERT_EQ(-ECANCELED, balance_thread_join(&w->bt));
+	EXPECT_EQ(0ULL, w->bt.args.state & BTRFS_BALANCE_STATE_RUNNING);
+}
+
+/*
+ * Unmount while a balance runs (held, or not started: @w->fd closed
+ * first) and wait until the unmount waits for the balance to pause;
+ * returns the unmount's call.  Fails if the unmount returned instead.
+ */
+static struct call *umount_waiting(struct __test_metadata *_metadata,
+				   struct world *w)
+{
+	__u64 end = now_ms() + HANG_MS;
+	struct call *um;
+
+	close(w->fd);
+	w->fd = -1;
+	um = call_start(_metadata, w, do_umount, -1, 0, w->env.mnt, NULL);
+	while (!call_done(um) &&
+	       !task_waits_in(um->task, "btrfs_pause_balance") &&
+	       now_ms() < end)
+		usleep(1000);
+	ASSERT_FALSE(call_done(um))
+		TH_LOG("umount returned (%d) without waiting for the balance",
+		       um->ret);
+	ASSERT_TRUE(task_waits_in(um->task, "btrfs_pause_balance"))
+		TH_LOG("umount does not wait in btrfs_pause_balance");
+	return um;
+}
+
+/* ---- The lifecycle, on three devices and a spare ---- */
+
+FIXTURE(lifecycle) {
+	struct world w;
+};
+
+FIXTURE_VARIANT(lifecycle) {
+	int ndevs;		/* in the filesystem; one more is the spare */
+	const char *size;	/* of each device in the filesystem */
+	int nchunks;		/* data chunks, each holding a file */
+};
+
+/*
+ * Single data in three chunks, converted to raid1: the walk meets the two
+ * chunks the kernel allocated for f01 and f02 first, then the one of mkfs.
+ */
+FIXTURE_VARIANT_ADD(lifecycle, three_devices_and_a_spare) {
+	.ndevs = 3,
+	.size = "256M",
+	.nchunks = 3,
+};
+
+FIXTURE_SETUP(lifecycle)
+{
+	if (!world_setup(_metadata, &self->w, variant->ndevs,
+			 variant->ndevs + 1, "single", "raid1", variant->size))
+		return;
+	make_data_chunks(_metadata, &self->w, variant->nchunks);
+}
+
+FIXTURE_TEARDOWN(lifecycle)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(lifecycle, progress_counters_only_grow_while_running, 300)
+{
+	struct btrfs_ioctl_balance_args a, again, p, p0, p1;
+	struct btrfs_balance_progress last;
+	struct world *w = &self->w;
+	struct chunk_list before;
+	__u64 ndata;
+	int ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ndata = count_type(&before, BTRFS_BLOCK_GROUP_DATA);
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+
+	/* Counted, nothing relocated yet. */
+	ASSERT_EQ(0, balance_progress(w->fd, &p0));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p0.state);
+	EXPECT_EQ(BTRFS_BALANCE_DATA, p0.flags);
+	EXPECT_EQ(ndata, p0.stat.expected);
+	EXPECT_EQ(0ULL, p0.stat.considered);
+	EXPECT_EQ(0ULL, p0.stat.completed);
+	expect_exclop(_metadata, w, "balance");
+	/* A second start, or a resume, while one runs. */
+	again = a;
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
+	EXPECT_EQ(-EINPROGRESS, resume(w->fd, &again));
+
+	/* One chunk on: the counters grow, and only by it. */
+	hold_step(_metadata, w);
+	ASSERT_EQ(0, balance_progress(w->fd, &p1));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p1.state);
+	EXPECT_EQ(p0.stat.expected, p1.stat.expected);
+	EXPECT_EQ(1ULL, p1.stat.considered);
+	EXPECT_EQ(1ULL, p1.stat.completed);
+
+	/* Released: they only grow until it ends. */
+	last = p1.stat;
+	ASSERT_EQ(0, balance_hold_set(0));
+	while (!balance_thread_done(&w->bt)) {
+		ret = balance_progress(w->fd, &p);
+		if (ret == -ENOTCONN)	/* just ended */
+			break;
+		ASSERT_EQ(0, ret);
+		ASSERT_EQ(last.expected, p.stat.expected);
+		ASSERT_LE(last.considered, p.stat.considered);
+		ASSERT_LE(last.completed, p.stat.completed);
+		ASSERT_LE(p.stat.completed, p.stat.expected);
+		ASSERT_GE((__u64)before.n, p.stat.considered);
+		last = p.stat;
+		usleep(1000);
+	}
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	EXPECT_LE(last.completed, w->bt.args.stat.completed);
+	EXPECT_EQ(ndata, w->bt.args.stat.expected);
+	EXPECT_EQ(ndata, w->bt.args.stat.completed);
+	EXPECT_EQ((__u64)before.n, w->bt.args.stat.considered);
+	EXPECT_EQ(0ULL, w->bt.args.state);
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, pause_keeps_the_balance_and_resume_ends_it, 300)
+{
+	struct btrfs_ioctl_balance_args a, again, p, r;
+	struct world *w = &self->w;
+	struct chunk_list before, paused;
+	__u64 left;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	pause_held(_metadata, w);
+	expect_log(_metadata, w, "balance: paused");
+
+	/* What the paused ioctl returned agrees with what it did. */
+	ASSERT_EQ(0, read_chunks(w->fd, &paused));
+	EXPECT_EQ(1ULL, w->bt.args.stat.completed);
+	EXPECT_EQ(1, count_moved(&before, &paused));
+	left = count_data_not(&paused, RAID1);
+	EXPECT_EQ(w->bt.args.stat.expected - 1, left);
+
+	/* Paused: kept in memory and on disk, not running. */
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, p.data.flags);
+	EXPECT_EQ(RAID1, p.data.target);
+	EXPECT_EQ(w->bt.args.stat.expected, p.stat.expected);
+	EXPECT_EQ(w->bt.args.stat.considered, p.stat.considered);
+	EXPECT_EQ(w->bt.args.stat.completed, p.stat.completed);
+	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
+	again = a;
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
+	/* Progress copies out only when there is a balance: there is one. */
+	EXPECT_EQ(-EFAULT,
+		  xioctl(w->fd, BTRFS_IOC_BALANCE_PROGRESS, (void *)1));
+
+	/* Resume: converts what is left, soft, and ends. */
+	ASSERT_EQ(0, resume(w->fd, &r));
+	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, r.flags);
+	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT | BTRFS_BALANCE_ARGS_SOFT,
+		  r.data.flags);
+	EXPECT_EQ(left, r.stat.expected);
+	EXPECT_EQ(left, r.stat.completed);
+	EXPECT_EQ((__u64)paused.n, r.stat.considered);
+	expect_all_data(_metadata, w, RAID1);
+	expect_no_balance(_metadata, w);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, cancel_stops_and_forgets_the_balance, 300)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	struct chunk_list before, after;
+	struct call *cancel;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	cancel = call_start(_metadata, w, do_balance_ctl, w->fd,
+			    BTRFS_BALANCE_CTL_CANCEL, NULL, NULL);
+	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_CANCEL_REQ |
+					BTRFS_BALANCE_STATE_RUNNING, HANG_MS));
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, call_join(cancel));
+	ASSERT_EQ(-ECANCELED, balance_thread_join(&w->bt));
+	EXPECT_EQ(0ULL, w->bt.args.state & BTRFS_BALANCE_STATE_RUNNING);
+	EXPECT_EQ(1ULL, w->bt.args.stat.completed);
+	expect_log(_metadata, w, "balance: canceled");
+	expect_no_balance(_metadata, w);
+	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
+	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	EXPECT_EQ(1, count_moved(&before, &after));
+	EXPECT_EQ(count_type(&before, BTRFS_BLOCK_GROUP_DATA) - 1,
+		  count_data_not(&after, RAID1));
+	/* The exclusive operation is free again. */
+	noop_request(&a);
+	EXPECT_EQ(0, balance_v2(w->fd, &a));
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, exclusive_ops_are_refused_while_running, 300)
+{
+	struct btrfs_ioctl_balance_args a, again;
+	struct world *w = &self->w;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	/* Arguments that would fail harmlessly if the call got through. */
+	EXPECT_EQ(EXCL_BUSY, add_device(w->fd, NO_SUCH_DEV));
+	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fd, NO_SUCH_DEVID));
+	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
+	EXPECT_EQ(EXCL_BUSY, replace(w->fd, NO_SUCH_DEVID, NO_SUCH_DEV));
+	again = a;
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
+	expect_exclop(_metadata, w, "balance");
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
+	expect_all_data(_metadata, w, RAID1);
+	expect_no_balance(_metadata, w);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, only_device_add_runs_beside_a_paused_balance, 300)
+{
+	const char *spare = self->w.env.devs[variant->ndevs];
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct world *w = &self->w;
+	int ret;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	pause_held(_metadata, w);
+	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
+	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fd, NO_SUCH_DEVID));
+	EXPECT_EQ(EXCL_BUSY, replace(w->fd, NO_SUCH_DEVID, NO_SUCH_DEV));
+	ret = add_device(w->fd, spare);
+	ASSERT_EQ(0, ret) TH_LOG("add %s beside a paused balance", spare);
+	w->ndevs++;
+	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
+	/* Still paused, and still exclusive against the others. */
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
+	ASSERT_EQ(0, resume(w->fd, &r));
+	expect_all_data(_metadata, w, RAID1);
+	expect_no_balance(_metadata, w);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, paused_balance_resumes_on_next_mount, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	struct chunk_list l;
+	int ret;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	pause_held(_metadata, w);
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_LT(0, count_data_not(&l, RAID1));
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	world_umount(_metadata, w);
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	ret = wait_balance_gone(w->fd, HANG_MS);
+	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
+	expect_log(_metadata, w, "balance: resume -dconvert=raid1,soft");
+	expect_log(_metadata, w, "balance: ended with status: 0");
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, unmount_pauses_and_skip_balance_keeps_it_paused, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	struct call *um;
+
+	/*
+	 * A plain data balance: resumed, it relocates the data chunks under
+	 * 90% full, all of them here.
+	 */
+	data_request(&a);
+	start_held(_metadata, w, &a);
+	pause_held(_metadata, w);
+	world_umount(_metadata, w);
+
+	/* A read-write mount resumes it in a kernel thread, held here... */
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	wait_held(_metadata, w, HOLD_RELOCATION);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
+	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
+	/* ...which unmount pauses, keeping the item. */
+	um = umount_waiting(_metadata, w);
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, call_join(um));
+	w->mounted = false;
+
+	world_mount(_metadata, w, w->ndevs, 0, "skip_balance");
+	expect_log(_metadata, w, "balance: resume skipped");
+	/* As stored: the args a resume adjusts are not written back. */
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+		      &p);
+	EXPECT_EQ(0ULL, p.data.flags);
+
+	/* Cancelling the paused balance deletes it, for good. */
+	EXPECT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
+	expect_no_balance(_metadata, w);
+	world_umount(_metadata, w);
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	expect_no_balance(_metadata, w);
+	verify_dataset(_metadata, w);
+}
+
+/*
+ * A remount read-only needs the mount's writers gone: while the ioctl
+ * runs a balance it fails with -EBUSY.  A balance resumed at mount runs in
+ * the btrfs-balance thread, which is no writer of the mount: a remount
+ * read-only pauses it, and a remount read-write resumes it.
+ */
+TEST_F_TIMEOUT(lifecycle, remount_read_only_pauses_and_read_write_resumes, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	struct call *ro;
+	int ret;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	EXPECT_EQ(-EBUSY, remount(w->env.mnt, MS_RDONLY));
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
+	pause_held(_metadata, w);
+	world_umount(_metadata, w);
+
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	wait_held(_metadata, w, HOLD_RELOCATION);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
+	ro = call_start(_metadata, w, do_remount, -1, MS_RDONLY, w->env.mnt,
+			NULL);
+	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ |
+					BTRFS_BALANCE_STATE_RUNNING, HANG_MS));
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, call_join(ro));
+
+	/* Read-only: paused, kept, and not to be canceled. */
+	expect_log(_metadata, w, "balance: paused");
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+		      &p);
+	EXPECT_EQ(0ULL, p.stat.completed);
+	EXPECT_EQ(-EROFS, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+		      &p);
+	verify_dataset(_metadata, w);
+
+	/* Read-write again: the btrfs-balance thread resumes it. */
+	kmsg_end(&w->kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->kmsg));
+	ASSERT_EQ(0, remount(w->env.mnt, 0));
+	ret = wait_balance_gone(w->fd, HANG_MS);
+	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
+	expect_log(_metadata, w, "balance: resume -dconvert=raid1,soft");
+	expect_log(_metadata, w, "balance: ended with status: 0");
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, fatal_signal_cancels_the_balance, 300)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	struct chunk_list l;
+	int status;
+	pid_t pid;
+
+	convert_request(&a, RAID1);
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(balance_v2(w->fd, &a) == 0 ? 0 : 1);
+	wait_held(_metadata, w, HOLD_RELOCATION);
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	/* The hold lets a killed thread go; clear it all the same. */
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	expect_log(_metadata, w, "balance: canceled");
+	expect_no_balance(_metadata, w);
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	EXPECT_LT(0, count_data_not(&l, RAID1));
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, cancel_wins_over_a_racing_pause, 300)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	struct chunk_list before, after;
+	struct call *pause, *cancel;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	pause = call_start(_metadata, w, do_balance_ctl, w->fd,
+			   BTRFS_BALANCE_CTL_PAUSE, NULL, NULL);
+	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
+					HANG_MS));
+	cancel = call_start(_metadata, w, do_balance_ctl, w->fd,
+			    BTRFS_BALANCE_CTL_CANCEL, NULL, NULL);
+	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ |
+					BTRFS_BALANCE_STATE_CANCEL_REQ,
+					HANG_MS));
+	/* Both are pending when the walk looks at them. */
+	ASSERT_EQ(0, balance_hold_set(0));
+	EXPECT_EQ(-ECANCELED, balance_thread_join(&w->bt));
+	EXPECT_EQ(0, call_join(cancel));
+	EXPECT_EQ(0, call_join(pause));
+	EXPECT_EQ(0ULL, w->bt.args.stat.completed);
+	expect_log(_metadata, w, "balance: canceled");
+	EXPECT_EQ(0, kmsg_contains(&w->kmsg, "balance: paused"));
+	expect_no_balance(_metadata, w);
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	EXPECT_EQ(0, count_moved(&before, &after));
+	verify_dataset(_metadata, w);
+}
+
+/* Leave a paused balance on disk, unmounted, and hold its resume thread. */
+static void paused_on_disk(struct __test_metadata *_metadata, struct world *w,
+			   const struct btrfs_ioctl_balance_args *a)
+{
+	start_held(_metadata, w, a);
+	pause_held(_metadata, w);
+	world_umount(_metadata, w);
+	ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
+}
+
+TEST_F_TIMEOUT(lifecycle, resume_in_the_mount_resume_window_is_einprogress, 300)
+{
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct world *w = &self->w;
+	int ret;
+
+	convert_request(&a, RAID1);
+	paused_on_disk(_metadata, w, &a);
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	wait_held(_metadata, w, HOLD_RESUME_THREAD);
+	/* The resume thread has not started the balance: it runs already. */
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
+	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
+	expect_exclop(_metadata, w, "balance");
+	EXPECT_EQ(-EINPROGRESS, resume(w->fd, &r));
+	r = a;
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &r));
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
+	EXPECT_EQ(1, balance_item_present(w->fd));
+
+	ASSERT_EQ(0, balance_hold_set(0));
+	ret = wait_balance_gone(w->fd, HANG_MS);
+	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
+	expect_log(_metadata, w, "balance: ended with status: 0");
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+}
+
+TEST_F_TIMEOUT(lifecycle, unmount_in_the_mount_resume_window_keeps_it_paused,
+	       300)
+{
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct world *w = &self->w;
+	struct call *um;
+
+	convert_request(&a, RAID1);
+	paused_on_disk(_metadata, w, &a);
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	wait_held(_metadata, w, HOLD_RESUME_THREAD);
+	/*
+	 * The unmount cannot end while the resume thread is held: it waits
+	 * for the balance to stop running.
+	 */
+	um = umount_waiting(_metadata, w);
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, call_join(um));
+	w->mounted = false;
+	expect_log(_metadata, w, "balance: not resumed (-22), it stays paused");
+
+	world_mount(_metadata, w, w->ndevs, 0, "skip_balance");
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+		      &p);
+	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, p.data.flags);
+	EXPECT_EQ(RAID1, p.data.target);
+	ASSERT_EQ(0, resume(w->fd, &r));
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+}
+
+/* A page whose first read by anyone, the kernel too, waits for us. */
+static void *uffd_page(struct __test_metadata *_metadata, struct world *w)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct uffdio_register reg;
+	struct uffdio_api api;
+	void *map;
+
+	w->uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	ASSERT_LE(0, w->uffd) TH_LOG("userfaultfd: %s", strerror(errno));
+	memset(&api, 0, sizeof(api));
+	api.api = UFFD_API;
+	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_API, &api));
+	map = mmap(NULL, page, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (unsigned long)map;
+	reg.range.len = page;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_REGISTER, &reg))
+		TH_LOG("UFFDIO_REGISTER: %s", strerror(errno));
+	return map;
+}
+
+/*
+ * A device add holds the exclusive operation from before it reads its
+ * arguments: with them on a userfaultfd page, it stops there, inside
+ * memdup_user(), for as long as the test needs.
+ */
+TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
+	       300)
+{
+	const char *spare = self->w.env.devs[variant->ndevs];
+	struct btrfs_ioctl_vol_args *va;
+	struct btrfs_ioctl_balance_args a, p, r;
+	long page = sysconf(_SC_PAGESIZE);
+	struct world *w = &self->w;
+	struct uffdio_copy copy;
+	struct uffd_msg msg;
+	struct pollfd pfd;
+	struct call *add;
+	void *map;
+
+	ASSERT_GE((size_t)page, sizeof(*va));
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	pause_held(_metadata, w);
+	map = uffd_page(_metadata, w);
+	add = call_start(_metadata, w, do_add_dev, w->fd, 0, NULL, map);
+	pfd.fd = w->uffd;
+	pfd.events = POLLIN;
+	ASSERT_EQ(1, poll(&pfd, 1, HANG_MS))
+		TH_LOG("the device add never read its arguments");
+	ASSERT_EQ((ssize_t)sizeof(msg), read(w->uffd, &msg, sizeof(msg)));
+	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	ASSERT_EQ((unsigned long)map,
+		  msg.arg.pagefault.address & ~((__u64)page - 1));
+	EXPECT_FALSE(call_done(add));
+	expect_exclop(_metadata, w, "device add");
+
+	/* The paused balance is there, but not to be taken now. */
+	EXPECT_EQ(-EBUSY, resume(w->fd, &r));
+	expect_log(_metadata, w,
+		   "balance: cannot resume while another operation runs beside the paused balance");
+	EXPECT_EQ(-EBUSY, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
+	expect_log(_metadata, w,
+		   "balance: cannot cancel while another operation runs beside the paused balance");
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(0ULL, p.state);
+	EXPECT_EQ(1, balance_item_present(w->fd));
+	expect_exclop(_metadata, w, "device add");
+
+	/* The arguments arrive: the spare is added. */
+	va = calloc(1, page);
+	ASSERT_NE(NULL, va);
+	snprintf(va->name, sizeof(va->name), "%s", spare);
+	memset(&copy, 0, sizeof(copy));
+	copy.dst = (unsigned long)map;
+	copy.src = (unsigned long)va;
+	copy.len = page;
+	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_COPY, &copy))
+		TH_LOG("UFFDIO_COPY: %s", strerror(errno));
+	free(va);
+	ASSERT_EQ(0, call_join(add)) TH_LOG("add %s", spare);
+	w->ndevs++;
+	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+
+	ASSERT_EQ(0, resume(w->fd, &r));
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+}
+
+/* ---- Limits across a pause: one device, four data chunks ---- */
+
+FIXTURE(limits) {
+	struct world w;
+};
+
+FIXTURE_VARIANT(limits) {
+	bool by_mount;		/* resumed at mount, else by the ioctl */
+};
+
+FIXTURE_VARIANT_ADD(limits, resumed_by_ioctl) {
+	.by_mount = false,
+};
+
+FIXTURE_VARIANT_ADD(limits, resumed_at_mount) {
+	.by_mount = true,
+};
+
+FIXTURE_SETUP(limits)
+{
+	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M"))
+		return;
+	make_data_chunks(_metadata, &self->w, 4);
+}
+
+FIXTURE_TEARDOWN(limits)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+#define LIMIT	2
+
+/*
+ * limit=2, paused after 1 chunk: the resumed balance takes 1 more, 2 in
+ * all, where counting afresh would take 3 (4 chunks match).  The limit in
+ * the args stays 2: the chunks taken are kept beside it.
+ */
+TEST_F_TIMEOUT(limits, chunks_taken_before_a_pause_count, 300)
+{
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct chunk_list l0, l1, l2;
+	struct world *w = &self->w;
+	int ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l0));
+	ASSERT_LT(LIMIT + 1, count_type(&l0, BTRFS_BLOCK_GROUP_DATA));
+	data_request(&a);
+	a.data.flags = BTRFS_BALANCE_ARGS_LIMIT;
+	a.data.limit = LIMIT;
+	start_held(_metadata, w, &a);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ((__u64)LIMIT, p.stat.expected);
+	hold_step(_metadata, w);
+	pause_held(_metadata, w);
+
+	/* One chunk taken; the limit reads as given. */
+	EXPECT_EQ(1ULL, w->bt.args.stat.completed);
+	EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, w->bt.args.data.flags);
+	EXPECT_EQ((__u64)LIMIT, w->bt.args.data.limit);
+	ASSERT_EQ(0, read_chunks(w->fd, &l1));
+	EXPECT_EQ(1, count_moved(&l0, &l1));
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	EXPECT_EQ((__u64)LIMIT, p.data.limit);
+
+	if (!variant->by_mount) {
+		ASSERT_EQ(0, resume(w->fd, &r));
+		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT | BTRFS_BALANCE_ARGS_USAGE,
+			  r.data.flags);
+		EXPECT_EQ((__u64)LIMIT, r.data.limit);
+		EXPECT_EQ(90ULL, r.data.usage);
+		EXPECT_EQ(LIMIT - 1ULL, r.stat.expected);
+		EXPECT_EQ(LIMIT - 1ULL, r.stat.completed);
+	} else {
+		/* The limit and the chunks taken come from the item. */
+		world_umount(_metadata, w);
+		ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+		world_mount(_metadata, w, w->ndevs, 0, NULL);
+		wait_held(_metadata, w, HOLD_RELOCATION);
+		ASSERT_EQ(0, balance_progress(w->fd, &p));
+		EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
+		EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
+		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT | BTRFS_BALANCE_ARGS_USAGE,
+			  p.data.flags);
+		EXPECT_EQ((__u64)LIMIT, p.data.limit);
+		EXPECT_EQ(LIMIT - 1ULL, p.stat.expected);
+		ASSERT_EQ(0, balance_hold_set(0));
+		ret = wait_balance_gone(w->fd, HANG_MS);
+		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
+		expect_log(_metadata, w, "balance: resume -dusage=90,limit=2");
+	}
+	expect_no_balance(_metadata, w);
+	ASSERT_EQ(0, read_chunks(w->fd, &l2));
+	EXPECT_EQ(LIMIT - 1, count_moved(&l1, &l2));
+	EXPECT_EQ(LIMIT, count_moved(&l0, &l1) + count_moved(&l1, &l2));
+	verify_dataset(_metadata, w);
+}
+
+/* ---- A resume that fails its checks: raid1 on two devices, degraded ---- */
+
+FIXTURE(degraded) {
+	struct world w;
+};
+
+FIXTURE_SETUP(degraded)
+{
+	if (!world_setup(_metadata, &self->w, 2, 2, "raid1", "raid1", "384M"))
+		return;
+	make_data_chunks(_metadata, &self->w, 2);
+}
+
+FIXTURE_TEARDOWN(degraded)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+/*
+ * A convert to raid1, paused; mounted degraded, with one device of two,
+ * raid1 cannot be resumed: the resume at mount, then the ioctl's with
+ * skip_balance, fail their checks and the balance stays paused.  With both
+ * devices back it resumes at mount and ends.
+ */
+TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
+	       300)
+{
+	char *forget[6] = {
+		"btrfs", "device", "scan", "--forget", self->w.env.devs[1],
+		NULL,
+	};
+	char *scrub[6] = {
+		"btrfs", "scrub", "start", "-B", self->w.env.mnt, NULL,
+	};
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct world *w = &self->w;
+	int ret;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	pause_held(_metadata, w);
+	world_umount(_metadata, w);
+	ASSERT_EQ(0, run_cmd(forget));
+
+	/* Mount-time resume: it gives up, or forgets the balance. */
+	world_mount(_metadata, w, 1, 0, "degraded");
+	wait_resume_given_up(_metadata, w);
+	expect_log(_metadata, w, "balance: invalid convert data profile raid1");
+	expect_log(_metadata, w, "balance: not resumed (-22), it stays paused");
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+		      &p);
+	world_umount(_metadata, w);
+
+	/* Resume by the ioctl. */
+	kmsg_end(&w->kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->kmsg));
+	world_mount(_metadata, w, 1, 0, "degraded,skip_balance");
+	expect_log(_metadata, w, "balance: resume skipped");
+	EXPECT_EQ(-EINVAL, resume(w->fd, &r));
+	expect_log(_metadata, w, "balance: invalid convert data profile raid1");
+	expect_log(_metadata, w, "balance: not resumed (-22), it stays paused");
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+		      &p);
+	verify_dataset(_metadata, w);
+	world_umount(_metadata, w);
+
+	/* Both devices: resumed at mount, and done. */
+	kmsg_end(&w->kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->kmsg));
+	world_mount(_metadata, w, 2, 0, NULL);
+	ret = wait_balance_gone(w->fd, HANG_MS);
+	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
+	expect_log(_metadata, w, "balance: resume -dconvert=raid1,soft");
+	expect_log(_metadata, w, "balance: ended with status: 0");
+	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, w, RAID1);
+	verify_dataset(_metadata, w);
+	/*
+	 * What the degraded mounts wrote has one copy: the scrub writes the
+	 * second one, and finds every error it meets correctable.
+	 */
+	EXPECT_EQ(0, run_cmd(scrub));
+}
+
+TEST_HARNESS_MAIN
