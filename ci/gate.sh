@@ -151,6 +151,13 @@ ensure_baseline() {
 	} | sha256sum | cut -c1-16)
 	BASELINE=$CACHE/gate-baseline-$key.txt
 	[ -f "$BASELINE" ] && return 0
+	# The repository keeps the baseline of the toolchain it was made with
+	# (Debian 12's gcc and sparse): the key says it is the same one.
+	if [ -f "$RESTRIPER_ROOT/ci/gate-baseline-$key.txt" ]; then
+		cp "$RESTRIPER_ROOT/ci/gate-baseline-$key.txt" "$BASELINE"
+		log "warning baseline from ci/gate-baseline-$key.txt (same base, config and toolchain)"
+		return 0
+	fi
 	git_tree checkout -q --detach "$BASE_TAG"
 	rm -rf "$GATE_BUILD/fs/btrfs"
 	log=$LOG_DIR/00-baseline.log

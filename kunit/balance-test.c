@@ -924,12 +924,28 @@ static void type_index_test(struct kunit *test)
 #define MAX_WALK	8
 
 /*
- * One pass over chunks of @types, highest logical address first, all of
- * them half used, keeping the walk's counters as __btrfs_balance() does:
- * a chunk counted or relocated is taken.
+ * A walk over chunks of these types, highest logical address first, all
+ * of them half used: what each pass does with each chunk.
  */
-static void run_pass(struct kunit *test,
-		     const struct btrfs_balance_control *bctl,
+struct walk_case {
+	const char *name;
+	struct btrfs_balance_control bctl;
+	int nr;
+	u64 types[MAX_WALK];
+	enum btrfs_balance_action counting[MAX_WALK];
+	enum btrfs_balance_action relocating[MAX_WALK];
+};
+
+static void walk_case_desc(const struct walk_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+/*
+ * One pass over chunks of @types, highest logical address first, all of
+ * them half used, counted by the walk's own accounting.
+ */
+static void run_pass(struct kunit *test, struct btrfs_balance_control *bctl,
 		     struct btrfs_balance_walk *walk, int nr, const u64 *types,
 		     const enum btrfs_balance_action *expected)
 {
@@ -948,50 +964,49 @@ static void run_pass(struct kunit *test,
 		KUNIT_EXPECT_EQ_MSG(test, action, expected[i], "%s, chunk %d",
 				    walk->counting ? "counting" : "relocating",
 				    i);
-		if (action != SKIP)
-			walk->taken[balance_type_index(chunk.type)]++;
+		balance_walk_account(walk, chunk.type, action);
 	}
 }
 
-/* Both passes: the counting pass's takes are the relocation's counts. */
-static void run_walk(struct kunit *test,
-		     const struct btrfs_balance_control *bctl, int nr,
-		     const u64 *types,
+/* Both passes, with the walk's own steps between them. */
+static void run_walk(struct kunit *test, struct btrfs_balance_control *bctl,
+		     int nr, const u64 *types,
 		     const enum btrfs_balance_action *counting,
 		     const enum btrfs_balance_action *relocating)
 {
-	struct btrfs_balance_walk walk = { .counting = true };
+	struct btrfs_balance_walk walk = { 0 };
 
+	balance_walk_init(&walk);
 	run_pass(test, bctl, &walk, nr, types, counting);
-	memcpy(walk.counted, walk.taken, sizeof(walk.counted));
-	memset(walk.taken, 0, sizeof(walk.taken));
-	walk.counting = false;
+	balance_walk_start_relocation(&walk);
 	run_pass(test, bctl, &walk, nr, types, relocating);
-}
-
-/* What each pass does with each chunk of a walk. */
-struct walk_case {
-	const char *name;
-	struct btrfs_balance_control bctl;
-	int nr;
-	u64 types[MAX_WALK];
-	enum btrfs_balance_action counting[MAX_WALK];
-	enum btrfs_balance_action relocating[MAX_WALK];
-};
-
-static void walk_case_desc(const struct walk_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+	balance_walk_end(&walk, bctl);
 }
 
 static void walk_test(struct kunit *test)
 {
 	const struct walk_case *p = test->param_value;
 	struct btrfs_balance_control bctl = p->bctl;
+	int i;
 
 	run_walk(test, &bctl, p->nr, p->types, p->counting, p->relocating);
-	/* The walk does not write into the request. */
-	KUNIT_EXPECT_MEMEQ(test, &bctl, &p->bctl, sizeof(bctl));
+	/* The walk does not write into the request... */
+	KUNIT_EXPECT_MEMEQ(test, &bctl.data, &p->bctl.data, sizeof(bctl.data));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.meta, &p->bctl.meta, sizeof(bctl.meta));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.sys, &p->bctl.sys, sizeof(bctl.sys));
+	/* ...but adds what it relocated to what was taken before. */
+	for (i = 0; i < BTRFS_BALANCE_NR_TYPES; i++) {
+		u64 relocated = 0;
+		int j;
+
+		for (j = 0; j < p->nr; j++)
+			if (balance_type_index(p->types[j]) == i &&
+			    p->relocating[j] == RELOCATE)
+				relocated++;
+		KUNIT_EXPECT_EQ_MSG(test, bctl.limit_taken[i],
+				    p->bctl.limit_taken[i] + relocated,
+				    "type %d", i);
+	}
 }
 
 #define D	B_DATA
@@ -1012,23 +1027,12 @@ static const struct walk_case walk_cases[] = {
 	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 2 } }, 4,
 	  { D, D, D, D }, { COUNT, COUNT, SKIP, SKIP },
 	  { RELOCATE, RELOCATE, SKIP, SKIP } },
-	{ "limit=0 takes nothing",
-	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 0 } }, 2,
-	  { D, D }, { SKIP, SKIP }, { SKIP, SKIP } },
 	{ "limits count per type",
 	  { .flags = T_ALL, .data = { .flags = A_LIMIT, .limit = 1 },
 	    .meta = { .flags = A_LIMIT, .limit = 2 } }, 6,
 	  { M, D, M, D, M, S },
 	  { COUNT, COUNT, COUNT, SKIP, SKIP, COUNT },
 	  { RELOCATE, RELOCATE, RELOCATE, SKIP, SKIP, RELOCATE } },
-	{ "limit=5 with 3 chunks relocates all 3",
-	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 5 } }, 3,
-	  { D, D, D }, { COUNT, COUNT, COUNT },
-	  { RELOCATE, RELOCATE, RELOCATE } },
-	{ "limit=10 with 6 chunks relocates all 6",
-	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 10 } }, 6,
-	  { D, D, D, D, D, D }, { COUNT, COUNT, COUNT, COUNT, COUNT, COUNT },
-	  { RELOCATE, RELOCATE, RELOCATE, RELOCATE, RELOCATE, RELOCATE } },
 	{ "limit=1..3 with 2 chunks: minimum reached",
 	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
 				       .limit_min = 1, .limit_max = 3 } }, 2,
@@ -1037,10 +1041,14 @@ static const struct walk_case walk_cases[] = {
 	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
 				       .limit_min = 3, .limit_max = 5 } }, 2,
 	  { D, D }, { COUNT, COUNT }, { SKIP, SKIP } },
-	{ "limit=1..2 with 3 chunks: the maximum caps",
-	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
-				       .limit_min = 1, .limit_max = 2 } }, 3,
-	  { D, D, D }, { COUNT, COUNT, SKIP }, { RELOCATE, RELOCATE, SKIP } },
+	{ "limit=5 with 3 chunks relocates all 3",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 5 } }, 3,
+	  { D, D, D }, { COUNT, COUNT, COUNT },
+	  { RELOCATE, RELOCATE, RELOCATE } },
+	{ "limit=10 with 6 chunks relocates all 6",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 10 } }, 6,
+	  { D, D, D, D, D, D }, { COUNT, COUNT, COUNT, COUNT, COUNT, COUNT },
+	  { RELOCATE, RELOCATE, RELOCATE, RELOCATE, RELOCATE, RELOCATE } },
 	{ "limit_min of metadata does not hold data back",
 	  { .flags = T_ALL, .meta = { .flags = A_LIMIT_RANGE,
 				      .limit_min = 3, .limit_max = 5 } }, 3,
@@ -1063,10 +1071,17 @@ static const struct walk_case walk_cases[] = {
 	  { MIXED, MIXED }, { COUNT, COUNT }, { SKIP, SKIP } },
 	{ "mixed chunks count against the data limit",
 	  { .flags = T_DATA | T_META,
-	    .data = { .flags = A_LIMIT, .limit = 2 },
-	    .meta = { .flags = A_LIMIT, .limit = 2 } }, 4,
+	    .data = { .flags = A_LIMIT_RANGE, .limit_max = 2 },
+	    .meta = { .flags = A_LIMIT_RANGE, .limit_max = 2 } }, 4,
 	  { MIXED, MIXED, MIXED, S }, { COUNT, COUNT, SKIP, SKIP },
 	  { RELOCATE, RELOCATE, SKIP, SKIP } },
+	{ "limit=0 takes nothing",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 0 } }, 2,
+	  { D, D }, { SKIP, SKIP }, { SKIP, SKIP } },
+	{ "limit=1..2 with 3 chunks: the maximum caps",
+	  { .flags = T_DATA, .data = { .flags = A_LIMIT_RANGE,
+				       .limit_min = 1, .limit_max = 2 } }, 3,
+	  { D, D, D }, { COUNT, COUNT, SKIP }, { RELOCATE, RELOCATE, SKIP } },
 	/* A balance resumed after a pause, with what it took before. */
 	{ "resumed limit=3 after 2 taken: one more",
 	  { .flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 3 },
@@ -1095,10 +1110,10 @@ static const struct walk_case walk_cases[] = {
 
 KUNIT_ARRAY_PARAM(walk, walk_cases, walk_case_desc);
 
-/* The same limit again: a pass starts counting from zero. */
-static void limit_counts_per_pass_test(struct kunit *test)
+/* The same limit twice: each walk starts counting from zero... */
+static void limit_counts_per_walk_test(struct kunit *test)
 {
-	const struct btrfs_balance_control bctl = {
+	struct btrfs_balance_control bctl = {
 		.flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 2 },
 	};
 	static const u64 types[] = { D, D, D };
@@ -1106,10 +1121,47 @@ static void limit_counts_per_pass_test(struct kunit *test)
 	static const enum btrfs_balance_action moved[] = {
 		RELOCATE, RELOCATE, SKIP
 	};
-	int i;
+	static const enum btrfs_balance_action none[] = { SKIP, SKIP, SKIP };
 
-	for (i = 0; i < 2; i++)
-		run_walk(test, &bctl, ARRAY_SIZE(types), types, two, moved);
+	run_walk(test, &bctl, ARRAY_SIZE(types), types, two, moved);
+	KUNIT_EXPECT_EQ(test, bctl.limit_taken[BTRFS_BALANCE_DATA_INDEX], 2ULL);
+	/* ...but a resumed one goes on from what the first one took. */
+	run_walk(test, &bctl, ARRAY_SIZE(types), types, none, none);
+}
+
+/* A walk stopped in its counting pass took nothing. */
+static void counting_pass_takes_nothing_test(struct kunit *test)
+{
+	struct btrfs_balance_control bctl = {
+		.flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 2 },
+	};
+	static const u64 types[] = { D, D };
+	static const enum btrfs_balance_action two[] = { COUNT, COUNT };
+	struct btrfs_balance_walk walk = { 0 };
+
+	balance_walk_init(&walk);
+	run_pass(test, &bctl, &walk, ARRAY_SIZE(types), types, two);
+	balance_walk_end(&walk, &bctl);
+	KUNIT_EXPECT_EQ(test, bctl.limit_taken[BTRFS_BALANCE_DATA_INDEX], 0ULL);
+}
+
+/*
+ * limit_min shares its bytes with the single value limit, which the walk
+ * decrements.  The single value limit has no minimum: limit=4 with two
+ * matching chunks relocates both, on either byte order.
+ */
+static void single_limit_has_no_minimum_test(struct kunit *test)
+{
+	struct btrfs_balance_control bctl = {
+		.flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 4 },
+	};
+	static const u64 types[] = { D, D };
+	static const enum btrfs_balance_action counting[] = { COUNT, COUNT };
+	static const enum btrfs_balance_action relocating[] = {
+		RELOCATE, RELOCATE
+	};
+
+	run_walk(test, &bctl, ARRAY_SIZE(types), types, counting, relocating);
 }
 
 static struct kunit_case balance_filters_cases[] = {
@@ -1127,7 +1179,9 @@ static struct kunit_case balance_filters_cases[] = {
 			 chunk_args_gen_params),
 	KUNIT_CASE_PARAM(type_index_test, type_index_gen_params),
 	KUNIT_CASE_PARAM(walk_test, walk_gen_params),
-	KUNIT_CASE(limit_counts_per_pass_test),
+	KUNIT_CASE(single_limit_has_no_minimum_test),
+	KUNIT_CASE(limit_counts_per_walk_test),
+	KUNIT_CASE(counting_pass_takes_nothing_test),
 	{}
 };
 
