@@ -144,7 +144,8 @@ ensure_baseline() {
 	local key log t0=$SECONDS
 	key=$( {
 		echo "format $BASELINE_FORMAT"
-		git_tree rev-parse "$BASE_TAG^{commit}"
+		# The base's content, the same in every tree made from it.
+		git_tree rev-parse "$BASE_TAG^{tree}"
 		echo "$MODULE_CONFIG"
 		gcc --version | head -n1
 		sparse --version
