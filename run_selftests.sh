@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
 # The second stage: the kselftests of kselftests/ inside a VM (QEMU) running
-# the patched kernel, with 4 empty virtio disks.
+# the patched kernel, with 4 empty virtio disks; then the crash stage, a
+# balance interrupted by killing the VM and resumed on the next boot.
 #
 #   ./run_selftests.sh [-v] [--timeout SECS] [--append ARGS]...
+#                      [--only-crash | --no-crash] [--crash-timeout SECS]
 #
 # Steps: prepare the tree and build the kernel (vm/build-kernel.sh), build the
 # kselftests (make -C kselftests, into $CACHE/build/kselftests), make the
 # initramfs (vm/make-initramfs.sh), boot it (vm/run-vm.sh, 4 x 1G disks,
 # timeout 900 s or $RESTRIPER_VM_TIMEOUT; the images are btrfs-checked on the
-# host afterwards), then judge.  Logs: $CACHE/vm-logs/selftests-<time>/
+# host afterwards) to run the selftests (vm/run-in-guest.sh), then the crash
+# stage, then judge both.  Logs: $CACHE/vm-logs/selftests-<time>/
 # (steps.log: the output of the steps; console.log, dmesg.log,
-# tap/<test>.tap, summary.txt; after a failure also the disk images, kernel
-# and initramfs of the run).
+# tap/<test>.tap, summary.txt; crash/boot1/ and crash/boot2/ the same for
+# the crash stage; after a failure also the disk images, kernel and
+# initramfs of the run).
+#
+# The crash stage (kselftests/crash_resume_test.c, installed in
+# /selftests/crash/, which the normal run leaves alone): 4 new disk images;
+# boot 1 with restriper.crash_phase=1 interrupts a full balance at half way
+# and prints "=== CRASH ME ===", and QEMU is killed (SIGKILL) at that line
+# (vm/run-vm.sh --kill-on); the images are btrfs-checked as the crash left
+# them; boot 2 with restriper.crash_phase=2 on the same images checks the
+# resume (TAP), and the images are checked again.  Its results count in the
+# summary line; a boot 1 that did not reach the marker is one failure.
+#   --only-crash           run only the crash stage (no normal run)
+#   --no-crash             leave the crash stage out
+#   --crash-timeout SECS   each boot of the crash stage is killed after SECS
+#                          (default 300 or $RESTRIPER_CRASH_TIMEOUT)
 #
 # Quiet by default: one line per step with its time, then the summary (a
 # line per test program, the "not ok" lines, what failed the run); a failed
@@ -25,12 +42,14 @@
 # (WARNING:, BUG:, Oops, lockdep, hung task, ...; vm/dmesg-ignore.txt lists
 # exceptions).  Ends with "selftests: N passed, M failed, K skipped": N/M/K
 # count the TAP results ("ok", "not ok", "# SKIP"); M also counts each test
-# program that failed without a "not ok" line.
+# program that failed without a "not ok" line, and a crash stage whose boot
+# 1 never printed its marker.
 #
 # For trying the harness itself:
 #   --kernel BZIMAGE   boot this kernel instead of building one
 #   --payload PATH     put PATH (folder or file) into /selftests instead of
-#                      the built kselftests (repeatable)
+#                      the built kselftests (repeatable); the crash stage runs
+#                      only when a payload folder has crash/crash_resume_test
 # With both, nothing is built and the kernel tree is not needed.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
@@ -41,13 +60,19 @@ set -euo pipefail
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
 TIMEOUT=${RESTRIPER_VM_TIMEOUT:-900}
+CRASH_TIMEOUT=${RESTRIPER_CRASH_TIMEOUT:-300}
 KERNEL=''
 PAYLOAD=()
+USER_PAYLOAD=0
 APPEND=()
+RUN_NORMAL=1 RUN_CRASH=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
+	--crash-timeout) CRASH_TIMEOUT=$2; shift 2 ;;
+	--only-crash) RUN_NORMAL=0 RUN_CRASH=1; shift ;;
+	--no-crash) RUN_CRASH=0; shift ;;
 	--append) APPEND+=(--append "$2"); shift 2 ;;
 	--kernel) KERNEL=$2; shift 2 ;;
 	--payload) PAYLOAD+=("$2"); shift 2 ;;
@@ -60,9 +85,19 @@ done
 for p in "${PAYLOAD[@]}"; do
 	[ -e "$p" ] || die "--payload $p: no such file or folder"
 done
+[ ${#PAYLOAD[@]} -eq 0 ] || USER_PAYLOAD=1
+[ "$RUN_NORMAL" = 1 ] || [ "$RUN_CRASH" = 1 ] || die "--only-crash and --no-crash: nothing to run"
+[[ "$CRASH_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--crash-timeout: seconds, not $CRASH_TIMEOUT"
 
 KSFT_SRC=$RESTRIPER_ROOT/kselftests
 KSFT_OUT=$BUILD_ROOT/kselftests
+
+# The crash stage's program, in a subfolder of /selftests: run-in-guest.sh
+# runs only the programs of the folder it is given, so the normal run does
+# not run it.  The marker at which its first phase waits to be killed.
+CRASH_SUBDIR=crash
+CRASH_PROG=crash_resume_test
+CRASH_MARKER='=== CRASH ME ==='
 
 # --- build (under the build lock) -------------------------------------------
 
@@ -89,7 +124,9 @@ stage_kselftests() {
 		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" || return ;; esac
 	done
 	find "$1" -name '*.o' -delete || return
+	mkdir -p "$1/$CRASH_SUBDIR" && mv "$1/$CRASH_PROG" "$1/$CRASH_SUBDIR/" || return
 	log "kselftests: $(cd "$1" && find . -maxdepth 1 -type f -perm -u+x -printf '%P\n' | sort | tr '\n' ' ')"
+	log "crash stage: $CRASH_SUBDIR/$CRASH_PROG"
 }
 
 # The kselftests step, in a subshell: a die() in it ends the step.
@@ -169,11 +206,18 @@ tap_counts() {
 	' "$1"
 }
 
-vm_result() { sed -n "s/^$1=//p" "$dir/vm-result.txt"; } # KEY (dir: judge's)
+vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # RUN_DIR KEY
 
-judge() { # RUN_DIR VM_STATUS
-	local dir=$1 vm_rc=$2 name rc pass fail skip plan results bail own
-	local tp=0 tf=0 ts=0 nres=0 ntests=0 problems=() dm
+# The counts of all the runs judged, and what failed them.
+TP=0 TF=0 TS=0
+PROBLEMS=()
+
+# judge RUN_DIR VM_STATUS TIMEOUT [LABEL]: a line per test program of the run
+# (and its "not ok" lines); what fails the run goes to PROBLEMS (prefixed
+# with "LABEL: "), the TAP counts are added to TP, TF, TS.
+judge() {
+	local dir=$1 vm_rc=$2 timeout=$3 pre=${4:+$4: } name rc pass fail skip plan results bail own
+	local tp=0 tf=0 ts=0 nres=0 ntests=0 problems=()
 	mkdir -p "$dir/tap"
 	while read -r name rc; do
 		ntests=$((ntests + 1))
@@ -215,37 +259,127 @@ judge() { # RUN_DIR VM_STATUS
 		problems+=("no TAP result at all (tests run: $ntests)")
 	fi
 	if [ -f "$dir/vm-result.txt" ]; then
-		[ "$(vm_result timed_out)" = 0 ] || problems+=("the VM timed out (killed after $TIMEOUT s)")
-		[ "$(vm_result panic)" = 0 ] || problems+=("kernel panic (see console.log)")
-		case "$(vm_result guest_status)" in
+		[ "$(vm_result "$dir" timed_out)" = 0 ] || problems+=("the VM timed out (killed after $timeout s)")
+		[ "$(vm_result "$dir" panic)" = 0 ] || problems+=("kernel panic (see $dir/console.log)")
+		case "$(vm_result "$dir" guest_status)" in
 		0) ;;
 		none) problems+=("the guest did not finish (no exit status)") ;;
-		*) problems+=("guest exit status $(vm_result guest_status) (a test program failed)") ;;
+		*) problems+=("guest exit status $(vm_result "$dir" guest_status) (a test program failed)") ;;
 		esac
-		[ "$(vm_result images_failed)" = 0 ] ||
-			problems+=("btrfs check failed on $(vm_result images_failed) filesystem(s) left on the disk images (check-*.log)")
+		[ "$(vm_result "$dir" images_failed)" = 0 ] ||
+			problems+=("btrfs check failed on $(vm_result "$dir" images_failed) filesystem(s) left on the disk images (check-*.log)")
 	elif [ "$vm_rc" -ne 0 ]; then
 		problems+=("vm/run-vm.sh failed (status $vm_rc)")
 	fi
-	dm=$(scan_dmesg "$dir/dmesg.log")
-	if [ -n "$dm" ]; then
-		problems+=("the kernel log has $(wc -l <<<"$dm") suspicious line(s)")
-		echo "dmesg.log lines that fail the run (exceptions: vm/dmesg-ignore.txt):"
-		head -n 40 <<<"$dm" | sed 's/^/  /'
-	fi
+	judge_dmesg "$dir" "$pre"
 
-	if [ ${#problems[@]} -gt 0 ]; then
-		echo "FAILED:"
-		printf '  - %s\n' "${problems[@]}"
+	TP=$((TP + tp)) TF=$((TF + tf)) TS=$((TS + ts))
+	[ ${#problems[@]} -eq 0 ] || PROBLEMS+=("${problems[@]/#/$pre}")
+}
+
+# judge_dmesg RUN_DIR PREFIX: the splats of the run's kernel log, to PROBLEMS.
+judge_dmesg() {
+	local dm
+	dm=$(scan_dmesg "$1/dmesg.log")
+	[ -n "$dm" ] || return 0
+	PROBLEMS+=("$2the kernel log has $(wc -l <<<"$dm") suspicious line(s)")
+	echo "$1/dmesg.log lines that fail the run (exceptions: vm/dmesg-ignore.txt):"
+	head -n 40 <<<"$dm" | sed 's/^/  /'
+}
+
+# console_tail CONSOLE: its last 25 lines of the guest's own (no kernel
+# messages, no kernel log dump), or of everything when the guest printed
+# none.
+console_tail() {
+	local strip='s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1bc//g' guest
+	guest=$(sed -n -e "$strip" -e '/=== DMESG BEGIN ===/,/=== DMESG END ===/d' \
+		-e '/^\[ *[0-9]*\.[0-9]*\] /d' -e '/=== GUEST START/,$p' "$1" 2>/dev/null || true)
+	if [ -n "$guest" ]; then
+		tail -n 25 <<<"$guest"
+	else
+		sed "$strip" "$1" 2>/dev/null | tail -n 25
 	fi
-	echo "selftests: $tp passed, $tf failed, $ts skipped"
-	[ ${#problems[@]} -eq 0 ]
+}
+
+# judge_crash CRASH_DIR BOOT2_STATUS: the crash stage.  Boot 1 must have been
+# killed on the marker, with no splat in its kernel log and images that pass
+# btrfs check; boot 2 is judged as a normal run.
+judge_crash() {
+	local dir=$1 b1=$1/boot1 b2=$1/boot2
+	echo "crash stage ($dir):"
+	if [ "$(vm_result "$b1" killed_on_marker)" = 1 ]; then
+		printf '  %-28s killed on "%s" after %s s\n' "boot 1 (interrupt)" \
+			"$CRASH_MARKER" "$(vm_result "$b1" seconds)"
+	else
+		printf '  %-28s never printed "%s"; the end of its console:\n' \
+			"boot 1 (interrupt)" "$CRASH_MARKER"
+		console_tail "$b1/console.log" | sed 's/^/    | /'
+		PROBLEMS+=("crash stage: boot 1 was not killed in the middle of the balance (no \"$CRASH_MARKER\")")
+		TF=$((TF + 1))
+	fi
+	[ "$(vm_result "$b1" images_failed)" = 0 ] || [ ! -f "$b1/vm-result.txt" ] ||
+		PROBLEMS+=("crash stage: btrfs check failed on the images as the crash left them ($b1/check-*.log)")
+	judge_dmesg "$b1" "crash stage, boot 1: "
+	if [ -f "$b2/console.log" ]; then
+		judge "$b2" "$2" "$CRASH_TIMEOUT" "crash stage"
+	else
+		printf '  %-28s not run\n' "boot 2 (verify)"
+	fi
+}
+
+# summarize RUN_DIR: the judgement of the runs, and the summary line.
+summarize() {
+	local dir=$1
+	echo "==================== selftests summary ===================="
+	[ "$RUN_NORMAL" = 0 ] || judge "$dir" "$VM_RC" "$TIMEOUT"
+	[ "$RUN_CRASH" = 0 ] || judge_crash "$dir/crash" "$CRASH_RC"
+	if [ ${#PROBLEMS[@]} -gt 0 ]; then
+		echo "FAILED:"
+		printf '  - %s\n' "${PROBLEMS[@]}"
+	fi
+	echo "selftests: $TP passed, $TF failed, $TS skipped"
+	[ ${#PROBLEMS[@]} -eq 0 ]
+}
+
+# --- the crash stage --------------------------------------------------------
+
+# has_crash_prog: is the crash stage's program in the payload?
+has_crash_prog() {
+	local p
+	for p in "${PAYLOAD[@]}"; do
+		[ -d "$p" ] && [ -x "$p/$CRASH_SUBDIR/$CRASH_PROG" ] && return 0
+	done
+	return 1
+}
+
+# crash_stage RUN_DIR STEPS_LOG: boot 1 until it is killed on the marker,
+# boot 2 on the same images (RUN_DIR/crash/vd*.img); sets CRASH_RC (boot 2's
+# run_vm status).
+crash_stage() {
+	local dir=$1/crash steps_log=$2
+	local common=(--kernel "$1/bzImage" --initrd "$1/initramfs.cpio.gz"
+		--disks 4 --disk-size 1G --disk-dir "$dir" --timeout "$CRASH_TIMEOUT" --check-images
+		--append "restriper.run=/selftests/run-in-guest.sh restriper.tests=/selftests/$CRASH_SUBDIR")
+	mkdir -p "$dir"
+	# Boot 1 fails its step when the images as the crash left them fail
+	# btrfs check; boot 2 runs all the same (judge_crash reports both).
+	vm_step "crash stage, boot 1: a full balance, the VM killed at half way" "$dir/boot1" "$steps_log" \
+		"${common[@]}" --kill-on "$CRASH_MARKER" --append "restriper.crash_phase=1" "${APPEND[@]}" || true
+	if [ "$(vm_result "$dir/boot1" killed_on_marker)" != 1 ]; then
+		log "crash stage: boot 1 was not killed on \"$CRASH_MARKER\": no boot 2"
+		CRASH_RC=1
+		return
+	fi
+	vm_step "crash stage, boot 2: the resume, checked" "$dir/boot2" "$steps_log" \
+		"${common[@]}" --reuse-disks --append "restriper.crash_phase=2" "${APPEND[@]}" || CRASH_RC=$?
 }
 
 # --- main -------------------------------------------------------------------
 
+VM_RC=0 CRASH_RC=0
+
 main() {
-	local dir steps_log vm_rc=0 ok=0
+	local dir steps_log ok=0
 	ensure_packages "${PACKAGES[@]}"
 	dir=$(new_run_dir selftests)
 	steps_log=$dir/steps.log
@@ -255,18 +389,29 @@ main() {
 	else
 		with_build_lock build_all "$dir" "$steps_log"
 	fi
+	# (build_all ran in the lock's subshell: its PAYLOAD is not this one.)
+	[ "$USER_PAYLOAD" = 1 ] || PAYLOAD=("$dir/payload")
+	if [ "$RUN_CRASH" = 1 ] && ! has_crash_prog; then
+		[ "$USER_PAYLOAD" = 1 ] || die "the payload has no $CRASH_SUBDIR/$CRASH_PROG (log: $steps_log)"
+		log "crash stage left out: no $CRASH_SUBDIR/$CRASH_PROG in the payload"
+		RUN_CRASH=0
+		[ "$RUN_NORMAL" = 1 ] || die "--only-crash: nothing to run"
+	fi
 	# The VM runs without the lock: it uses the copies in $dir.  Quiet, the
 	# console is not shown (the TAP stream is in tap/, the rest in
 	# console.log): the summary below says what happened.
 	exec 3>&1 # the screen, for the console with -v (see run_vm)
 	local VM_SHOW=''
 	[ "$VERBOSE" = 1 ] || VM_SHOW=none
-	vm_step "running the VM" "$dir" "$steps_log" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
-		--disks 4 --disk-size 1G --timeout "$TIMEOUT" --check-images \
-		--append "restriper.run=/selftests/run-in-guest.sh" "${APPEND[@]}" || vm_rc=$?
+	if [ "$RUN_NORMAL" = 1 ]; then
+		vm_step "running the VM" "$dir" "$steps_log" --kernel "$dir/bzImage" --initrd "$dir/initramfs.cpio.gz" \
+			--disks 4 --disk-size 1G --timeout "$TIMEOUT" --check-images \
+			--append "restriper.run=/selftests/run-in-guest.sh" "${APPEND[@]}" || VM_RC=$?
+	fi
+	[ "$RUN_CRASH" = 0 ] || crash_stage "$dir" "$steps_log"
 	echo
-	echo "==================== selftests summary ===================="
-	judge "$dir" "$vm_rc" | tee "$dir/summary.txt" || ok=1
+	summarize "$dir" >"$dir/summary.txt" || ok=1
+	cat "$dir/summary.txt"
 	if [ "$ok" -eq 0 ]; then
 		drop_run_artifacts "$dir"
 		log "PASS; logs in $dir"

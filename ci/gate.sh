@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The CI gate for kernel-patches/series.
 #
-#   ci/gate.sh [-v] [--no-vm | --no-kunit | --only-kunit]
+#   ci/gate.sh [-v] [--no-vm | --no-kunit | --only-kunit] [--from N]
 #
 #   -v            everything on screen (builds, KUnit, the VM), not only the
 #                 steps; the logs are kept either way ($CACHE/gate-logs/)
 #   --no-vm       all steps but the VM selftests
 #   --no-kunit    no KUnit and no VM: series, per-patch build and checkpatch
 #   --only-kunit  the series applies, then KUnit at the tip only
+#   --from N      check patches N to the last only (a developer's loop after
+#                 changing the end of the series; CI checks every patch)
 #
 # Steps:
 #  1. the series applies to the pinned base (ci/prepare-tree.sh; a tree with
@@ -55,12 +57,15 @@ usage() { sed -n '2,11s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 DO_PATCHES=1
 DO_KUNIT=1
 DO_VM=1
+FROM=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1 ;;
 	--no-kunit) DO_KUNIT=0 DO_VM=0 ;;
 	--only-kunit) DO_PATCHES=0 DO_VM=0 ;;
 	--no-vm) DO_VM=0 ;;
+	--from) FROM=${2:-}; shift
+		[[ "$FROM" =~ ^[1-9][0-9]*$ ]] || die "--from needs a patch number (1 = the first)" ;;
 	-h | --help) usage ;;
 	*) usage 2 ;;
 	esac
@@ -246,7 +251,12 @@ check_patches() {
 	step "warning baseline of fs/btrfs at the base" "$LOG_DIR/00-baseline.step.log" ensure_baseline ||
 		{ fail; return 0; }
 	prev=$(git_tree rev-parse "$BASE_TAG^{commit}")
+	[ "$FROM" -le ${#PATCHES[@]} ] || die "--from $FROM: the series has ${#PATCHES[@]} patches"
 	for i in "${!PATCHES[@]}"; do
+		if [ $((i + 1)) -lt "$FROM" ]; then
+			prev=${commits[$i]}
+			continue
+		fi
 		patch=${PATCHES[$i]}
 		name=$(basename "$patch")
 		base=$LOG_DIR/$(printf '%02d' $((i + 1)))-${name%.patch}

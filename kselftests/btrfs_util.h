@@ -592,6 +592,53 @@ static inline int balance_item_present(int fd)
 	return ret ? ret : count;
 }
 
+/*
+ * What the balance item says beyond its args (this series; 0 from kernels
+ * that do not write them): the bound, the end of the highest chunk when the
+ * balance started, at byte 416, and the chunks relocated so far, at 424.
+ */
+#define BALANCE_ITEM_BOUND	416
+#define BALANCE_ITEM_COMPLETED	424
+#define BALANCE_ITEM_SIZE	448
+
+struct balance_item_state {
+	int found;
+	__u64 bound;
+	__u64 completed;
+};
+
+static inline int balance_item_cb(const struct btrfs_ioctl_search_header *sh,
+				  const void *item, void *ctx)
+{
+	struct balance_item_state *st = ctx;
+	const char *p = item;
+	__u64 v;
+
+	if (sh->len < BALANCE_ITEM_SIZE)
+		return -EUCLEAN;
+	memcpy(&v, p + BALANCE_ITEM_BOUND, sizeof(v));
+	st->bound = le64toh(v);
+	memcpy(&v, p + BALANCE_ITEM_COMPLETED, sizeof(v));
+	st->completed = le64toh(v);
+	st->found = 1;
+	return 1;
+}
+
+/* Read the balance item's bound and count; -ENOENT if there is none. */
+static inline int balance_item_read(int fd, struct balance_item_state *st)
+{
+	struct btrfs_ioctl_search_key sk;
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	search_key_exact(&sk, BTRFS_ROOT_TREE_OBJECTID, BTRFS_BALANCE_OBJECTID,
+			 BTRFS_TEMPORARY_ITEM_KEY, 0, 0);
+	ret = tree_search(fd, &sk, balance_item_cb, st);
+	if (ret)
+		return ret;
+	return st->found ? 0 : -ENOENT;
+}
+
 /* ---- Profiles ---- */
 
 /* The profile of a chunk type in extended format (SINGLE has its own bit). */
@@ -790,6 +837,24 @@ static inline int wait_balance_state(int fd, __u64 state, unsigned int timeout_m
 #define BALANCE_HOLD_FILE	"/sys/fs/btrfs/debug/balance_hold"
 #define HOLD_RELOCATION		(1UL << 0) /* before each chunk relocated */
 #define HOLD_RESUME_THREAD	(1UL << 1) /* mount-time resume thread */
+#define HOLD_IN_RELOCATION	(1UL << 2) /* inside a relocation, per extent */
+/* Set points let a thread pass this many times before they hold it. */
+#define BALANCE_HOLD_SKIP_FILE	"/sys/fs/btrfs/debug/balance_hold_skip"
+
+static inline int balance_hold_skip_set(unsigned int skip)
+{
+	char buf[32];
+	int fd, len, ret = 0;
+
+	fd = open(BALANCE_HOLD_SKIP_FILE, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "%u\n", skip);
+	if (write(fd, buf, len) != len)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
 
 static inline int balance_hold_set(unsigned long points)
 {
@@ -913,6 +978,29 @@ static inline int kmsg_contains(struct kmsg *k, const char *needle)
 	return k->text && strstr(k->text, needle) ? 1 : 0;
 }
 
+/*
+ * The block groups relocation started on since kmsg_start(), from its
+ * "relocating block group <start> flags <...>" lines, in log order, into
+ * @starts (at most @max); returns how many, or -errno.
+ */
+static inline int kmsg_relocations(struct kmsg *k, __u64 *starts, int max)
+{
+	const char *needle = "relocating block group ";
+	const char *p;
+	int n = 0;
+	int ret;
+
+	ret = kmsg_update(k);
+	if (ret)
+		return ret;
+	for (p = k->text; p && (p = strstr(p, needle)); p += strlen(needle)) {
+		if (n == max)
+			return -E2BIG;
+		starts[n++] = strtoull(p + strlen(needle), NULL, 10);
+	}
+	return n;
+}
+
 static inline void kmsg_end(struct kmsg *k)
 {
 	if (k->fd >= 0)
@@ -922,16 +1010,17 @@ static inline void kmsg_end(struct kmsg *k)
 	k->fd = -1;
 }
 
-/* ---- The exclusive operation ---- */
+/* ---- sysfs of the filesystem ---- */
 
 /*
- * The filesystem's exclusive operation as sysfs names it ("none",
- * "balance", "balance paused", "device add", ...), into @buf.
+ * The text of /sys/fs/btrfs/<fsid>/@attr for the filesystem of @fd, into
+ * @buf, without its newline.
  */
-static inline int exclusive_operation(int fd, char *buf, size_t size)
+static inline int fs_sysfs_read(int fd, const char *attr, char *buf,
+				size_t size)
 {
 	struct btrfs_ioctl_fs_info_args fi;
-	char path[128], uuid[40];
+	char path[256];
 	const __u8 *u;
 	ssize_t n;
 	int sfd;
@@ -940,12 +1029,10 @@ static inline int exclusive_operation(int fd, char *buf, size_t size)
 	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
 		return -errno;
 	u = fi.fsid;
-	snprintf(uuid, sizeof(uuid),
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+	snprintf(path, sizeof(path),
+		 "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%s",
 		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-		 u[10], u[11], u[12], u[13], u[14], u[15]);
-	snprintf(path, sizeof(path), "/sys/fs/btrfs/%s/exclusive_operation",
-		 uuid);
+		 u[10], u[11], u[12], u[13], u[14], u[15], attr);
 	sfd = open(path, O_RDONLY);
 	if (sfd < 0)
 		return -errno;
@@ -956,6 +1043,30 @@ static inline int exclusive_operation(int fd, char *buf, size_t size)
 	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
 	return 0;
+}
+
+/* A number from /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd. */
+static inline int read_fs_sysfs(int fd, const char *attr, __u64 *val)
+{
+	char buf[64];
+	int ret;
+
+	ret = fs_sysfs_read(fd, attr, buf, sizeof(buf));
+	if (ret)
+		return ret;
+	if (!buf[0])
+		return -EIO;
+	*val = strtoull(buf, NULL, 0);
+	return 0;
+}
+
+/*
+ * The filesystem's exclusive operation as sysfs names it ("none",
+ * "balance", "balance paused", "device add", ...), into @buf.
+ */
+static inline int exclusive_operation(int fd, char *buf, size_t size)
+{
+	return fs_sysfs_read(fd, "exclusive_operation", buf, size);
 }
 
 #endif /* BTRFS_UTIL_H */

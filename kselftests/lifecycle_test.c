@@ -271,6 +271,7 @@ static bool world_setup(struct __test_metadata *_metadata, struct world *w,
 		     "no %s: the kernel lacks CONFIG_BTRFS_DEBUG's hold points",
 		     BALANCE_HOLD_FILE);
 	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_hold_skip_set(0));
 	mkdir(w->env.mnt, 0755);
 	/* A test killed by its timeout had no teardown: unmount its rest. */
 	while (!umount2(w->env.mnt, 0))
@@ -304,6 +305,7 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 
 	/* Whatever failed, nothing may stay held: later tests would hang. */
 	EXPECT_EQ(0, balance_hold_set(0));
+	EXPECT_EQ(0, balance_hold_skip_set(0));
 	/* A device add waiting for its arguments gets -EFAULT. */
 	if (w->uffd >= 0)
 		close(w->uffd);
@@ -368,35 +370,6 @@ static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
 		 (unsigned long long)c->start, (unsigned long long)c->length,
 		 (unsigned long long)c->used);
 	return buf;
-}
-
-/* A number from /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd. */
-static int read_fs_sysfs(int fd, const char *attr, __u64 *val)
-{
-	struct btrfs_ioctl_fs_info_args fi;
-	char path[256], buf[64];
-	const __u8 *u;
-	ssize_t n;
-	int sfd;
-
-	memset(&fi, 0, sizeof(fi));
-	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
-		return -errno;
-	u = fi.fsid;
-	snprintf(path, sizeof(path),
-		 "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%s",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-		 u[10], u[11], u[12], u[13], u[14], u[15], attr);
-	sfd = open(path, O_RDONLY);
-	if (sfd < 0)
-		return -errno;
-	n = read(sfd, buf, sizeof(buf) - 1);
-	close(sfd);
-	if (n <= 0)
-		return n ? -errno : -EIO;
-	buf[n] = '\0';
-	*val = strtoull(buf, NULL, 0);
-	return 0;
 }
 
 /*
@@ -890,14 +863,17 @@ TEST_F_TIMEOUT(lifecycle, pause_keeps_the_balance_and_resume_ends_it, 300)
 	EXPECT_EQ(-EFAULT,
 		  xioctl(w->fd, BTRFS_IOC_BALANCE_PROGRESS, (void *)1));
 
-	/* Resume: converts what is left, soft, and ends. */
+	/*
+	 * Resume: converts what is left, with the args it started with, and
+	 * ends.  The counters are the whole balance's: the chunk relocated
+	 * before the pause is expected, considered and completed too.
+	 */
 	ASSERT_EQ(0, resume(w->fd, &r));
 	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, r.flags);
-	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT | BTRFS_BALANCE_ARGS_SOFT,
-		  r.data.flags);
-	EXPECT_EQ(left, r.stat.expected);
-	EXPECT_EQ(left, r.stat.completed);
-	EXPECT_EQ((__u64)paused.n, r.stat.considered);
+	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, r.data.flags);
+	EXPECT_EQ(1 + left, r.stat.expected);
+	EXPECT_EQ(1 + left, r.stat.completed);
+	EXPECT_EQ((__u64)before.n, r.stat.considered);
 	expect_all_data(_metadata, w, RAID1);
 	expect_no_balance(_metadata, w);
 	verify_dataset(_metadata, w);
@@ -1004,7 +980,7 @@ TEST_F_TIMEOUT(lifecycle, paused_balance_resumes_on_next_mount, 300)
 	world_mount(_metadata, w, w->ndevs, 0, NULL);
 	ret = wait_balance_gone(w->fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: resume -dconvert=raid1,soft");
+	expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
 	expect_log(_metadata, w, "balance: ended with status: 0");
 	expect_no_balance(_metadata, w);
 	expect_all_data(_metadata, w, RAID1);
@@ -1017,10 +993,7 @@ TEST_F_TIMEOUT(lifecycle, unmount_pauses_and_skip_balance_keeps_it_paused, 300)
 	struct world *w = &self->w;
 	struct call *um;
 
-	/*
-	 * A plain data balance: resumed, it relocates the data chunks under
-	 * 90% full, all of them here.
-	 */
+	/* A plain data balance. */
 	data_request(&a);
 	start_held(_metadata, w, &a);
 	pause_held(_metadata, w);
@@ -1104,7 +1077,7 @@ TEST_F_TIMEOUT(lifecycle, remount_read_only_pauses_and_read_write_resumes, 300)
 	ASSERT_EQ(0, remount(w->env.mnt, 0));
 	ret = wait_balance_gone(w->fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: resume -dconvert=raid1,soft");
+	expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
 	expect_log(_metadata, w, "balance: ended with status: 0");
 	expect_no_balance(_metadata, w);
 	expect_all_data(_metadata, w, RAID1);
@@ -1405,14 +1378,13 @@ TEST_F_TIMEOUT(limits, chunks_taken_before_a_pause_count, 300)
 	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
 	EXPECT_EQ((__u64)LIMIT, p.data.limit);
 
+	/* The counters are the whole balance's, from before the pause on. */
 	if (!variant->by_mount) {
 		ASSERT_EQ(0, resume(w->fd, &r));
-		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT | BTRFS_BALANCE_ARGS_USAGE,
-			  r.data.flags);
+		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, r.data.flags);
 		EXPECT_EQ((__u64)LIMIT, r.data.limit);
-		EXPECT_EQ(90ULL, r.data.usage);
-		EXPECT_EQ(LIMIT - 1ULL, r.stat.expected);
-		EXPECT_EQ(LIMIT - 1ULL, r.stat.completed);
+		EXPECT_EQ((__u64)LIMIT, r.stat.expected);
+		EXPECT_EQ((__u64)LIMIT, r.stat.completed);
 	} else {
 		/* The limit and the chunks taken come from the item. */
 		world_umount(_metadata, w);
@@ -1422,14 +1394,14 @@ TEST_F_TIMEOUT(limits, chunks_taken_before_a_pause_count, 300)
 		ASSERT_EQ(0, balance_progress(w->fd, &p));
 		EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 		EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
-		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT | BTRFS_BALANCE_ARGS_USAGE,
-			  p.data.flags);
+		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, p.data.flags);
 		EXPECT_EQ((__u64)LIMIT, p.data.limit);
-		EXPECT_EQ(LIMIT - 1ULL, p.stat.expected);
+		EXPECT_EQ((__u64)LIMIT, p.stat.expected);
+		EXPECT_EQ(1ULL, p.stat.completed);
 		ASSERT_EQ(0, balance_hold_set(0));
 		ret = wait_balance_gone(w->fd, HANG_MS);
 		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
-		expect_log(_metadata, w, "balance: resume -dusage=90,limit=2");
+		expect_log(_metadata, w, "balance: resume -dlimit=2\n");
 	}
 	expect_no_balance(_metadata, w);
 	ASSERT_EQ(0, read_chunks(w->fd, &l2));
@@ -1510,7 +1482,7 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	world_mount(_metadata, w, 2, 0, NULL);
 	ret = wait_balance_gone(w->fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: resume -dconvert=raid1,soft");
+	expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
 	expect_log(_metadata, w, "balance: ended with status: 0");
 	expect_no_balance(_metadata, w);
 	expect_all_data(_metadata, w, RAID1);
@@ -1520,6 +1492,201 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	 * second one, and finds every error it meets correctable.
 	 */
 	EXPECT_EQ(0, run_cmd(scrub));
+}
+
+/* ---- Exact resume: one device, six data chunks, a full balance ---- */
+
+FIXTURE(resume) {
+	struct world w;
+};
+
+FIXTURE_VARIANT(resume) {
+	bool by_mount;		/* resumed at mount, else by the ioctl */
+};
+
+FIXTURE_VARIANT_ADD(resume, by_ioctl) {
+	.by_mount = false,
+};
+
+FIXTURE_VARIANT_ADD(resume, at_mount) {
+	.by_mount = true,
+};
+
+FIXTURE_SETUP(resume)
+{
+	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M"))
+		return;
+	make_data_chunks(_metadata, &self->w, 6);
+}
+
+FIXTURE_TEARDOWN(resume)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+static void full_request(struct btrfs_ioctl_balance_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA |
+		   BTRFS_BALANCE_SYSTEM;
+}
+
+/* The end of the highest chunk of @l: a balance started now has it as bound. */
+static __u64 chunks_end(const struct chunk_list *l)
+{
+	return l->n ? l->c[l->n - 1].start + l->c[l->n - 1].length : 0;
+}
+
+/*
+ * Every chunk of @before was relocated exactly once since the world's
+ * kmsg_start(), and nothing else was: no copy at or above @bound, nothing
+ * twice.  @twice, if not -1, is a chunk of @before relocated twice (one
+ * attempt stopped by a pause).
+ */
+static void expect_each_relocated_once(struct __test_metadata *_metadata,
+				       struct world *w,
+				       const struct chunk_list *before,
+				       __u64 bound, int twice)
+{
+	__u64 starts[4 * MAX_CHUNKS];
+	int i, j, n, times;
+
+	n = kmsg_relocations(&w->kmsg, starts, ARRAY_SIZE(starts));
+	ASSERT_LE(0, n) TH_LOG("kernel log: %s", strerror(-n));
+	for (j = 0; j < n; j++) {
+		EXPECT_GT(bound, starts[j])
+			TH_LOG("relocated %llu, a chunk made by the balance",
+			       (unsigned long long)starts[j]);
+		EXPECT_LE(0, find_chunk(before, starts[j]))
+			TH_LOG("relocated %llu, not a chunk of the start",
+			       (unsigned long long)starts[j]);
+	}
+	for (i = 0; i < before->n; i++) {
+		for (times = 0, j = 0; j < n; j++)
+			times += starts[j] == before->c[i].start;
+		EXPECT_EQ(i == twice ? 2 : 1, times)
+			TH_LOG("chunk %llu relocated %d times",
+			       (unsigned long long)before->c[i].start, times);
+	}
+}
+
+/* No chunk is left below @bound: every chunk of the start was relocated. */
+static void expect_none_below(struct __test_metadata *_metadata,
+			      struct world *w, __u64 bound)
+{
+	struct chunk_list l;
+	char desc[128];
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_LT(0, l.n);
+	EXPECT_LE(bound, l.c[0].start)
+		TH_LOG("left behind: %s", chunk_desc(&l.c[0], desc,
+						     sizeof(desc)));
+}
+
+/*
+ * A full balance paused at half way, after K of its N chunks, then
+ * resumed: by the ioctl, or at mount after an unmount.  The resume walks
+ * only the chunks below the bound the item recorded, with the args the
+ * balance started with, so it relocates the N - K chunks left, once each,
+ * and never one of the copies; its counters are the whole balance's.  (A
+ * resume that guessed with usage=90, as older kernels do, relocates the
+ * copies again, here all of them.)
+ */
+TEST_F_TIMEOUT(resume, a_paused_full_balance_relocates_each_chunk_once, 300)
+{
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct balance_item_state item;
+	struct world *w = &self->w;
+	struct chunk_list before;
+	__u64 n, k, bound;
+	int ret;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	n = before.n;
+	k = n / 2;
+	bound = chunks_end(&before);
+	ASSERT_LE(4ULL, n);
+
+	full_request(&a);
+	ASSERT_EQ(0, balance_hold_skip_set(k));
+	start_held(_metadata, w, &a);
+	pause_held(_metadata, w);
+	EXPECT_EQ(k, w->bt.args.stat.completed);
+	EXPECT_EQ(n, w->bt.args.stat.expected);
+	ASSERT_EQ(0, balance_item_read(w->fd, &item));
+	EXPECT_EQ(bound, item.bound);
+	EXPECT_EQ(k, item.completed);
+	verify_dataset(_metadata, w);
+
+	if (!variant->by_mount) {
+		ASSERT_EQ(0, resume(w->fd, &r));
+		EXPECT_EQ(n, r.stat.expected);
+		EXPECT_EQ(n, r.stat.considered);
+		EXPECT_EQ(n, r.stat.completed);
+		EXPECT_EQ(0ULL, r.data.flags);
+		EXPECT_EQ(0ULL, r.meta.flags);
+	} else {
+		world_umount(_metadata, w);
+		ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+		world_mount(_metadata, w, w->ndevs, 0, NULL);
+		wait_held(_metadata, w, HOLD_RELOCATION);
+		/* Counted what is left, on top of the chunks done before. */
+		ASSERT_EQ(0, balance_progress(w->fd, &p));
+		EXPECT_EQ(n, p.stat.expected);
+		EXPECT_EQ(k, p.stat.considered);
+		EXPECT_EQ(k, p.stat.completed);
+		EXPECT_EQ(0ULL, p.data.flags);
+		ASSERT_EQ(0, balance_hold_set(0));
+		ret = wait_balance_gone(w->fd, HANG_MS);
+		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
+		expect_log(_metadata, w, "balance: ended with status: 0");
+	}
+	EXPECT_EQ(0, kmsg_contains(&w->kmsg, "usage=90"));
+	expect_no_balance(_metadata, w);
+	expect_each_relocated_once(_metadata, w, &before, bound, -1);
+	expect_none_below(_metadata, w, bound);
+	verify_dataset(_metadata, w);
+}
+
+/*
+ * A pause that comes while a block group is being relocated stops that
+ * relocation: the block group stays where it is, unrelocated, and the
+ * balance is paused with nothing completed.  The resume relocates it from
+ * the start.  (Older kernels finish the block group first.)
+ */
+TEST_F_TIMEOUT(resume, a_pause_stops_inside_a_block_group, 300)
+{
+	struct btrfs_ioctl_balance_args a, r;
+	struct balance_item_state item;
+	struct chunk_list before, paused;
+	struct world *w = &self->w;
+	__u64 bound;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	bound = chunks_end(&before);
+	full_request(&a);
+	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	/* The highest chunk, data, has its extent found: it is under way. */
+	wait_held(_metadata, w, HOLD_IN_RELOCATION);
+	pause_held(_metadata, w);
+	expect_log(_metadata, w, "balance: paused");
+	EXPECT_EQ(0ULL, w->bt.args.stat.completed);
+	ASSERT_EQ(0, read_chunks(w->fd, &paused));
+	EXPECT_EQ(0, count_moved(&before, &paused));
+	EXPECT_LE(0, find_chunk(&paused, before.c[before.n - 1].start));
+	ASSERT_EQ(0, balance_item_read(w->fd, &item));
+	EXPECT_EQ(0ULL, item.completed);
+	verify_dataset(_metadata, w);
+
+	ASSERT_EQ(0, resume(w->fd, &r));
+	EXPECT_EQ((__u64)before.n, r.stat.completed);
+	expect_no_balance(_metadata, w);
+	expect_each_relocated_once(_metadata, w, &before, bound,
+				   before.n - 1);
+	expect_none_below(_metadata, w, bound);
+	verify_dataset(_metadata, w);
 }
 
 TEST_HARNESS_MAIN

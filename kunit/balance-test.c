@@ -1561,6 +1561,53 @@ static void update_balance_args_per_type_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, bctl.sys.usage, 90ULL);
 }
 
+/*
+ * A resume from an item with a bound keeps the args it started with, one
+ * from an older kernel's item (no bound) gets the heuristic.
+ */
+struct resume_args_case {
+	const char *name;
+	u64 bound;
+	struct btrfs_balance_args in;
+	struct btrfs_balance_args out;
+};
+
+static const struct resume_args_case resume_args_cases[] = {
+	{ "no filter, bound: unchanged", SZ_1G, {}, {} },
+	{ "no filter, no bound: usage=90", 0, {}, USAGE_OF(90) },
+	{ "convert, bound: no soft", SZ_1G, CONVERT_TO(B_RAID1),
+	  CONVERT_TO(B_RAID1) },
+	{ "convert, no bound: soft", 0, CONVERT_TO(B_RAID1),
+	  { .flags = A_CONVERT | A_SOFT, .target = B_RAID1 } },
+	{ "limit, bound: unchanged", SZ_1G, { .flags = A_LIMIT, .limit = 5 },
+	  { .flags = A_LIMIT, .limit = 5 } },
+	{ "usage=95, bound: unchanged", SZ_1G, USAGE_OF(95), USAGE_OF(95) },
+};
+
+static void resume_args_case_desc(const struct resume_args_case *p,
+				  char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(resume_args, resume_args_cases, resume_args_case_desc);
+
+static void resume_args_test(struct kunit *test)
+{
+	const struct resume_args_case *p = test->param_value;
+	struct btrfs_balance_control bctl = {
+		.flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA |
+			 BTRFS_BALANCE_SYSTEM | BTRFS_BALANCE_RESUME,
+		.data = p->in, .meta = p->in, .sys = p->in, .bound = p->bound,
+	};
+
+	balance_resume_args(&bctl);
+	KUNIT_EXPECT_MEMEQ(test, &bctl.data, &p->out, sizeof(p->out));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.meta, &p->out, sizeof(p->out));
+	KUNIT_EXPECT_MEMEQ(test, &bctl.sys, &p->out, sizeof(p->out));
+	KUNIT_EXPECT_EQ(test, bctl.bound, p->bound);
+}
+
 /* Every field has its own value, and no two bytes of a value are equal. */
 static void fill_cpu_args(struct btrfs_balance_args *cpu)
 {
@@ -1611,7 +1658,61 @@ static void balance_item_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_disk_balance_args), 136);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
 				       limit_taken), 88);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, bound), 416);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, completed),
+			424);
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_item), 448);
+}
+
+/* Where the walks of a balance start, below its bound if it has one. */
+struct walk_first_case {
+	const char *name;
+	u64 bound;
+	u64 first;
+};
+
+static const struct walk_first_case walk_first_cases[] = {
+	{ "no bound (older item): from the top", 0, U64_MAX },
+	{ "bound at the end of a 1 GiB chunk", SZ_2G, SZ_2G - 1 },
+	{ "bound of a chunk at 0 of 1 byte", 1, 0 },
+	{ "bound at the top of the address space", U64_MAX, U64_MAX - 1 },
+};
+
+static void walk_first_case_desc(const struct walk_first_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(walk_first, walk_first_cases, walk_first_case_desc);
+
+/*
+ * The progress of a run counts the chunks relocated by the runs before it
+ * as expected, considered and completed: the whole balance.
+ */
+static void stat_restart_test(struct kunit *test)
+{
+	struct btrfs_balance_progress fresh = {};
+	struct btrfs_balance_progress resumed = {
+		.expected = 40, .considered = 35, .completed = 12,
+	};
+
+	balance_stat_restart(&fresh);
+	KUNIT_EXPECT_EQ(test, fresh.expected, 0);
+	KUNIT_EXPECT_EQ(test, fresh.considered, 0);
+	KUNIT_EXPECT_EQ(test, fresh.completed, 0);
+
+	balance_stat_restart(&resumed);
+	KUNIT_EXPECT_EQ(test, resumed.expected, 12);
+	KUNIT_EXPECT_EQ(test, resumed.considered, 12);
+	KUNIT_EXPECT_EQ(test, resumed.completed, 12);
+}
+
+static void walk_first_test(struct kunit *test)
+{
+	const struct walk_first_case *p = test->param_value;
+	const struct btrfs_balance_control bctl = { .bound = p->bound };
+
+	KUNIT_EXPECT_EQ(test, balance_walk_first(&bctl), p->first);
 }
 
 static void args_to_cpu_test(struct kunit *test)
@@ -1860,9 +1961,12 @@ static struct kunit_case balance_requests_cases[] = {
 	KUNIT_CASE(check_request_why_is_bounded_test),
 	KUNIT_CASE_PARAM(update_balance_args_test, resume_gen_params),
 	KUNIT_CASE(update_balance_args_per_type_test),
+	KUNIT_CASE_PARAM(resume_args_test, resume_args_gen_params),
 	KUNIT_CASE(args_to_disk_test),
 	KUNIT_CASE(args_to_cpu_test),
 	KUNIT_CASE(balance_item_layout_test),
+	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
+	KUNIT_CASE(stat_restart_test),
 	KUNIT_CASE_PARAM(describe_test, describe_gen_params),
 	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),
 	KUNIT_CASE_PARAM(unselected_args_are_cleared_test,

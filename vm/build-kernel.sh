@@ -17,10 +17,21 @@
 #                               merge the fragment onto another base config
 #                               (any make target that writes a .config)
 #
+# Options for other kernels of the same config (bench/run.sh uses them; none
+# of them given: the VM kernel as above):
+#   --fragment FILE             merge FILE after vm/kernel.config (repeatable,
+#                               in order; the last setting of a symbol wins)
+#   --name NAME                 build folder $CACHE/build/NAME (default: vm)
+#   --tree DIR                  build the kernel source in DIR (e.g. a git
+#                               worktree of tag "base") instead of the
+#                               prepared tree: the tree is then neither
+#                               prepared nor touched
+#
 # Incremental: .config is only replaced when the merged result differs, so
 # an unchanged config rebuilds nothing but what the tree changed.  Fails when
-# a setting of vm/kernel.config did not survive "make olddefconfig" (a
-# dependency is missing), naming those settings.  Holds the build lock.
+# a setting of vm/kernel.config (or of a --fragment) did not survive "make
+# olddefconfig" (a dependency is missing), naming those settings.  Holds the
+# build lock.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/../ci/lib.sh"
@@ -29,25 +40,39 @@ set -euo pipefail
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 BUILD_LOG=''
+NAME=vm
+SRC_TREE=''
+FRAGMENTS=("$RESTRIPER_ROOT/vm/kernel.config")
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
 	--log) BUILD_LOG=$2; shift 2 ;;
+	--fragment) [ -f "$2" ] || die "--fragment $2: no such file"
+		FRAGMENTS+=("$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
+	--name) [[ "$2" =~ ^[A-Za-z0-9._-]+$ ]] || die "--name: a folder name, not '$2'"
+		NAME=$2; shift 2 ;;
+	--tree) { [ -f "$2/Makefile" ] && [ -d "$2/fs/btrfs" ]; } || die "--tree $2: not a kernel source tree"
+		SRC_TREE=$(cd "$2" && pwd); shift 2 ;;
 	-h | --help) usage ;;
 	*) usage 2 >&2 ;;
 	esac
 done
 
-VM_BUILD=$BUILD_ROOT/vm
-FRAGMENT=$RESTRIPER_ROOT/vm/kernel.config
+VM_BUILD=$BUILD_ROOT/$NAME
+# The source tree: the prepared one, unless --tree.
+SRC=${SRC_TREE:-$TREE}
+# "vm/kernel.config + bench/x.config" for the messages.
+FRAGMENT_NAMES=$(for f in "${FRAGMENTS[@]}"; do printf '%s\n' "${f#"$RESTRIPER_ROOT"/}"; done | paste -sd+ | sed 's/+/ + /g')
+LABEL="the VM kernel"
+if [ "$NAME" != vm ] || [ -n "$SRC_TREE" ]; then LABEL="the kernel $NAME"; fi
 BASE_CONFIG=${VM_BASE_CONFIG:-tinyconfig}
 JOBS=$(nproc)
 NEW=.config.vm-new # in $VM_BUILD
 
-vm_make() { make -C "$TREE" O="$VM_BUILD" -j"$JOBS" "$@"; }
+vm_make() { make -C "$SRC" O="$VM_BUILD" -j"$JOBS" "$@"; }
 
-# missing_settings FRAGMENT CONFIG: the fragment's settings (the last one of
-# each symbol, as merge_config.sh does) that CONFIG does not have:
+# missing_settings CONFIG FRAGMENT...: the fragments' settings (the last one
+# of each symbol, as merge_config.sh does) that CONFIG does not have:
 # "CONFIG_X=v" must be there as it is, "# CONFIG_X is not set" must not be
 # set to anything.
 missing_settings() {
@@ -75,7 +100,7 @@ missing_settings() {
 					printf "%-40s (have: %s)\n", line, got
 			}
 		}
-	' "$2" "$1"
+	' "$@"
 }
 
 # configure: the merged config, written to .config only when it differs.
@@ -85,15 +110,15 @@ configure() (
 	local missing
 	mkdir -p "$VM_BUILD" || exit
 	rm -f "$VM_BUILD/$NEW" "$VM_BUILD/$NEW.old"
-	log "config: $BASE_CONFIG + vm/kernel.config"
+	log "config: $BASE_CONFIG + $FRAGMENT_NAMES (source: $SRC)"
 	vm_make -s KCONFIG_CONFIG="$NEW" "$BASE_CONFIG" || die "make $BASE_CONFIG failed"
 	# merge_config.sh writes its temporary files into the current folder.
-	(cd "$VM_BUILD" && KCONFIG_CONFIG=$NEW "$TREE/scripts/kconfig/merge_config.sh" -m "$NEW" "$FRAGMENT") >/dev/null ||
+	(cd "$VM_BUILD" && KCONFIG_CONFIG=$NEW "$SRC/scripts/kconfig/merge_config.sh" -m "$NEW" "${FRAGMENTS[@]}") >/dev/null ||
 		die "merge_config.sh failed"
 	vm_make -s KCONFIG_CONFIG="$NEW" olddefconfig || die "make olddefconfig failed"
-	missing=$(missing_settings "$FRAGMENT" "$VM_BUILD/$NEW") || exit
+	missing=$(missing_settings "$VM_BUILD/$NEW" "${FRAGMENTS[@]}") || exit
 	if [ -n "$missing" ]; then
-		die "settings of vm/kernel.config that did not survive 'make olddefconfig' on $BASE_CONFIG (missing dependencies?):" \
+		die "settings of $FRAGMENT_NAMES that did not survive 'make olddefconfig' on $BASE_CONFIG (missing dependencies?):" \
 			"$missing" "(the merged config: $VM_BUILD/$NEW)"
 	fi
 	if cmp -s "$VM_BUILD/$NEW" "$VM_BUILD/.config"; then
@@ -116,9 +141,11 @@ configure_and_make() {
 # stdout is only for the bzImage path).
 build() {
 	local lines=0 errors line
-	prepare_tree_step "$BUILD_LOG" >&2 || exit 1
+	if [ -z "$SRC_TREE" ]; then
+		prepare_tree_step "$BUILD_LOG" >&2 || exit 1
+	fi
 	[ ! -f "$BUILD_LOG" ] || lines=$(wc -l <"$BUILD_LOG")
-	if ! step "building the VM kernel" "$BUILD_LOG" configure_and_make >&2; then
+	if ! step "building $LABEL" "$BUILD_LOG" configure_and_make >&2; then
 		# With -j, the compiler's error may be far above the end.
 		errors=$(tail -n +"$((lines + 1))" "$BUILD_LOG" |
 			grep -E ': (fatal )?error:|undefined reference' | head -n 20 || true)

@@ -17,9 +17,11 @@ new_run_dir() {
 }
 
 # drop_run_artifacts DIR: remove the big files of a run (disk images, kernel,
-# initramfs), keep the logs.
+# initramfs), keep the logs.  The crash stage of run_selftests.sh has its
+# images and logs in subfolders.
 drop_run_artifacts() {
-	rm -f "$1"/*.img "$1/bzImage" "$1/initramfs.cpio.gz" "$1/blkid.tab"
+	rm -f "$1/bzImage" "$1/initramfs.cpio.gz"
+	find "$1" -maxdepth 3 -type f \( -name '*.img' -o -name blkid.tab \) -delete
 	rm -rf "$1/payload"
 }
 

@@ -20,6 +20,10 @@
 #                                 the TAP lines on the shared console.
 #   restriper.test_timeout=<s>    exported as RESTRIPER_TEST_TIMEOUT (per-test
 #                                 limit of run-in-guest.sh; default none)
+#   restriper.tests=<dir>         exported as RESTRIPER_TESTS_DIR: the folder
+#                                 whose programs run-in-guest.sh runs (default
+#                                 its own, /selftests; the crash stage of
+#                                 run_selftests.sh: /selftests/crash)
 #
 # PID 1 must never exit (the kernel would panic): every path ends in poweroff.
 
@@ -46,6 +50,7 @@ for arg in $(cat /proc/cmdline); do
 	restriper.run=*) RUN=${arg#restriper.run=} ;;
 	restriper.loglevel=*) LOGLEVEL=${arg#restriper.loglevel=} ;;
 	restriper.test_timeout=*) export RESTRIPER_TEST_TIMEOUT="${arg#restriper.test_timeout=}" ;;
+	restriper.tests=*) export RESTRIPER_TESTS_DIR="${arg#restriper.tests=}" ;;
 	esac
 done
 set +f

@@ -2,8 +2,12 @@
 # Runs inside the test VM as /selftests/run-in-guest.sh (busybox sh; started
 # by /init, see vm/guest-init.sh).  Runs every executable file of the folder
 # it is in (/selftests), each printing TAP, in a fixed order: balance_test,
-# then progs_test.sh, then the others in name order.  Each test's output is
-# framed by
+# then progs_test.sh, then the others in name order.  Only the files of the
+# folder itself: the programs in its subfolders are not run, e.g. those of
+# /selftests/crash, the two phases of a test that needs the machine killed
+# in between (run_selftests.sh's crash stage).  With RESTRIPER_TESTS_DIR
+# (restriper.tests=<dir> on the kernel command line) it runs the programs of
+# that folder instead, in the same way.  Each test's output is framed by
 #
 #   === TAP BEGIN <name> ===
 #   ...
@@ -14,12 +18,15 @@
 #   BTRFS_TEST_MNT    an empty directory to mount on (/mnt/test)
 #   RESTRIPER_TEST_TIMEOUT  if set (> 0): a test running longer is killed
 #                     (restriper.test_timeout=<s> on the kernel command line)
-# The working directory is /selftests.
+# The working directory is the folder of the tests (/selftests).
 #
 # Exit status: 0 when every test exited 0 or 4 (KSFT_SKIP), else 1.
 
-DIR=$(cd "$(dirname "$0")" && pwd)
 SELF=$(basename "$0")
+DIR=$(cd "${RESTRIPER_TESTS_DIR:-$(dirname "$0")}" && pwd) || {
+	echo "run-in-guest: no folder ${RESTRIPER_TESTS_DIR:-}"
+	exit 1
+}
 
 devs=
 for d in /dev/vd[a-z]; do
@@ -41,6 +48,7 @@ for name in balance_test progs_test.sh $(cd "$DIR" && LC_ALL=C ls); do
 done
 
 echo "run-in-guest: BTRFS_TEST_DEVS=\"$BTRFS_TEST_DEVS\" BTRFS_TEST_MNT=$BTRFS_TEST_MNT"
+[ -z "${RESTRIPER_TESTS_DIR:-}" ] || echo "run-in-guest: the tests of $DIR"
 if [ -z "$tests" ]; then
 	echo "run-in-guest: no executable test in $DIR"
 	exit 1

@@ -7,6 +7,12 @@
 #   --disks N          number of virtio disks (default 4): DIR/vda.img, ... are
 #                      made anew (sparse), the guest sees /dev/vda, ...
 #   --disk-size SIZE   size of each (truncate syntax, default 1G)
+#   --disk-dir DDIR    the images are DDIR/vda.img, ... (default: DIR)
+#   --reuse-disks      boot with the images in DDIR as they are (an earlier
+#                      run's: they must all exist), instead of new ones
+#   --kill-on STRING   kill QEMU (SIGKILL: no shutdown, nothing flushed by
+#                      the guest) as soon as a console line contains STRING;
+#                      the console up to there is in console.log
 #   --timeout SECS     kill QEMU after SECS seconds (default 900)
 #   --append ARGS      more kernel command line (repeatable), e.g.
 #                      "restriper.run=/selftests/demo-in-guest.sh"
@@ -31,7 +37,9 @@
 # Exit status: the guest's (its "=== GUEST EXIT n ===" line) when it finished,
 # else 124 when the timeout killed it, 125 after a kernel panic, 126 when QEMU
 # ended without an exit line; 123 when the guest passed but an image check
-# failed.
+# failed.  With --kill-on: 0 when QEMU was killed on STRING (and the images
+# passed their check); otherwise as above, but 121 instead of 0 (the guest
+# finished without printing STRING).
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/../ci/lib.sh"
@@ -39,6 +47,7 @@ set -euo pipefail
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
 KERNEL='' INITRD='' LOG='' DISKS=4 DISK_SIZE=1G TIMEOUT=900 MEM=2G CHECK=0
+DISK_DIR='' REUSE=0 KILL_ON=''
 SHOW=guest
 [ "$VERBOSE" != 1 ] || SHOW=all
 ACCEL_MODE=${RESTRIPER_VM_ACCEL:-auto}
@@ -50,6 +59,9 @@ while [ $# -gt 0 ]; do
 	--log) LOG=$2; shift 2 ;;
 	--disks) DISKS=$2; shift 2 ;;
 	--disk-size) DISK_SIZE=$2; shift 2 ;;
+	--disk-dir) DISK_DIR=$2; shift 2 ;;
+	--reuse-disks) REUSE=1; shift ;;
+	--kill-on) KILL_ON=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--append) APPEND+=("$2"); shift 2 ;;
 	--mem) MEM=$2; shift 2 ;;
@@ -73,16 +85,23 @@ ensure_packages qemu-system-x86 coreutils
 
 mkdir -p "$LOG"
 LOG=$(cd "$LOG" && pwd)
-case "$LOG" in *,*) die "the log folder must not contain a comma (QEMU -drive syntax): $LOG" ;; esac
+[ -n "$DISK_DIR" ] || DISK_DIR=$LOG
+mkdir -p "$DISK_DIR"
+DISK_DIR=$(cd "$DISK_DIR" && pwd)
+case "$DISK_DIR" in *,*) die "the disk folder must not contain a comma (QEMU -drive syntax): $DISK_DIR" ;; esac
 
 # --- disks ----------------------------------------------------------------
 IMAGES=()
 DRIVES=()
 letters=abcdefghijklmnopqrstuvwxyz
 for ((i = 0; i < DISKS; i++)); do
-	img=$LOG/vd${letters:i:1}.img
-	rm -f "$img"
-	truncate -s "$DISK_SIZE" "$img"
+	img=$DISK_DIR/vd${letters:i:1}.img
+	if [ "$REUSE" = 1 ]; then
+		[ -f "$img" ] || die "--reuse-disks: $img does not exist"
+	else
+		rm -f "$img"
+		truncate -s "$DISK_SIZE" "$img"
+	fi
 	IMAGES+=("$img")
 	# cache=unsafe: the guest's flushes are not forwarded (fast); what it
 	# wrote is still in the image once QEMU has exited.
@@ -120,14 +139,19 @@ kvm | tcg) ACCEL=$ACCEL_MODE ;;
 esac
 
 CMDLINE="console=ttyS0 panic=-1 oops=panic ${APPEND[*]}"
+PIDFILE=$LOG/qemu.pid
+KILLED_FILE=$LOG/killed-on-marker
+rm -f "$PIDFILE" "$KILLED_FILE"
 QEMU=(qemu-system-x86_64 -m "$MEM" -smp 2 -cpu "$CPU" -accel "$ACCEL"
-	-nographic -no-reboot -vga none -nic none
+	-nographic -no-reboot -vga none -nic none -pidfile "$PIDFILE"
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$CMDLINE"
 	"${DRIVES[@]}")
 printf '%q ' "${QEMU[@]}" >"$LOG/qemu-cmdline.txt"
 echo >>"$LOG/qemu-cmdline.txt"
 log "booting $(basename "$KERNEL") with $DISKS x $DISK_SIZE disks, timeout ${TIMEOUT}s, accel $ACCEL"
 log "command line: $CMDLINE"
+[ "$REUSE" = 0 ] || log "disks: the images in $DISK_DIR as they are"
+[ -z "$KILL_ON" ] || log "QEMU is killed when the console shows \"$KILL_ON\""
 
 # --- run --------------------------------------------------------------------
 # show: the console as --show says, without the terminal control sequences
@@ -146,20 +170,50 @@ show() {
 	esac
 }
 
+# kill_on: pass the console through; at the first line with $KILL_ON, kill
+# QEMU at once (by the pid it wrote) and leave $KILLED_FILE as the record.
+kill_on() {
+	local line pid
+	if [ -z "$KILL_ON" ]; then
+		cat
+		return
+	fi
+	while IFS= read -r line || [ -n "$line" ]; do
+		printf '%s\n' "$line"
+		[[ $line == *"$KILL_ON"* ]] || continue
+		pid=$(cat "$PIDFILE" 2>/dev/null || true)
+		if [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; then
+			: >"$KILLED_FILE"
+		else
+			log "the console showed \"$KILL_ON\", but QEMU (pid '$pid') could not be killed"
+		fi
+		break
+	done
+	cat
+}
+
 # stdin from /dev/null: QEMU leaves the terminal alone and Ctrl-C stops it.
-# The console's CR LF line ends become LF.
+# The console's CR LF line ends become LF.  timeout ends the way QEMU did:
+# killed by SIGKILL, it would make bash report "Killed" on stderr; in a
+# group that exits with its status, it does not (its stderr is in the pipe).
 start=$(date +%s)
 set +e
-timeout --kill-after=10 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 |
-	sed -u 's/\r$//' | tee "$LOG/console.log" | show
+{
+	timeout --kill-after=10 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1
+	exit $?
+} 2>/dev/null | sed -u 's/\r$//' | tee "$LOG/console.log" | kill_on | show
 status=("${PIPESTATUS[@]}")
 set -e
 qemu_rc=${status[0]}
 elapsed=$(($(date +%s) - start))
+rm -f "$PIDFILE"
 
 # --- what happened --------------------------------------------------------
+killed=0
+[ ! -e "$KILLED_FILE" ] || killed=1
 timed_out=0
-case "$qemu_rc" in 124 | 137) timed_out=1 ;; esac
+# 137: QEMU got SIGKILL, from timeout --kill-after, or from kill_on.
+[ "$killed" = 1 ] || case "$qemu_rc" in 124 | 137) timed_out=1 ;; esac
 exit_line=$(grep -a -o '=== GUEST EXIT [0-9]* ===' "$LOG/console.log" | tail -n1 || true)
 guest_rc=
 [ -z "$exit_line" ] || guest_rc=$(grep -o '[0-9][0-9]*' <<<"$exit_line")
@@ -178,6 +232,8 @@ rc=0
 if [ -n "$panic" ]; then
 	log "KERNEL PANIC after ${elapsed}s: ${panic#*\] }"
 	rc=125
+elif [ "$killed" = 1 ]; then
+	log "killed QEMU after ${elapsed}s: the console showed \"$KILL_ON\""
 elif [ -n "$guest_rc" ]; then
 	rc=$guest_rc
 	[ "$timed_out" = 0 ] || log "WARNING: the guest finished but did not power off (killed after ${TIMEOUT}s)"
@@ -187,6 +243,10 @@ elif [ "$timed_out" = 1 ]; then
 else
 	log "QEMU exited (status $qemu_rc) without a '=== GUEST EXIT n ===' line"
 	rc=126
+fi
+if [ -n "$KILL_ON" ] && [ "$killed" = 0 ]; then
+	log "the console never showed \"$KILL_ON\": QEMU was not killed on it"
+	[ "$rc" -ne 0 ] || rc=121
 fi
 
 # --- host-side check of the images ----------------------------------------
@@ -255,6 +315,7 @@ exit_status=$rc
 guest_status=${guest_rc:-none}
 qemu_status=$qemu_rc
 timed_out=$timed_out
+killed_on_marker=$killed
 panic=$([ -n "$panic" ] && echo 1 || echo 0)
 images_checked=$CHECKED
 images_failed=$CHECK_FAILS

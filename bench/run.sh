@@ -1,0 +1,401 @@
+#!/usr/bin/env bash
+# Benchmark of what the series changes when a balance is interrupted, the
+# series against the unpatched base, the same kernel config, one VM run each:
+#
+#   bench/run.sh [-v] [--timeout SECS] [--kernels "series base"]
+#                [--opts OPT,OPT...]
+#
+#   -v                 show everything (builds, the whole VM console)
+#   --timeout SECS     VM timeout per kernel (default 7200, or
+#                      $RESTRIPER_VM_TIMEOUT)
+#   --kernels LIST     which kernels to build and run (default "series base")
+#   --opts OPTS        options of resume_pause_bench in the guest, commas for
+#                      spaces (e.g. --opts --only=pause,--trials=5)
+#
+# Steps, one line each with its time (their output: steps.log of the run
+# folder):
+#   1. the two benchmark kernels, tinyconfig + vm/kernel.config +
+#      bench/kernel-nodebug.config (no lockdep, no BTRFS_DEBUG/ASSERT, ...),
+#      built by vm/build-kernel.sh under the build lock, incrementally:
+#        series: the kernel tree as it is ($CACHE/linux, HEAD and any
+#                uncommitted change; the tree is not prepared, reset or
+#                touched) -> $CACHE/build/bench-series
+#        base:   tag "base" (pristine Debian source), in a git worktree
+#                $CACHE/base-tree made once -> $CACHE/build/bench-base
+#      then the two .config files are compared;
+#   2. bench/resume_pause_bench.c, static, and an initramfs with it
+#      (vm/make-initramfs.sh);
+#   3. each kernel booted once (vm/run-vm.sh, 3 sparse 20G virtio disks:
+#      vda+vdb for the resume part, vdc for the pause part; the images are
+#      btrfs-checked on the host afterwards);
+#   4. the guest's RESULT lines -> results.md (tables with the ratios
+#      series/base, the wall time of each step, notes), printed at the end.
+# Before each build and each VM run it waits while any kernel build runs on
+# the machine (pgrep -f 'make.*bzImage|make.*O='): only one build at a time,
+# and no measurement during one.
+#
+# Run folder: $CACHE/bench/<time>/ (steps.log, results.md, raw-results.txt,
+# guest-<kernel>.txt: the program's output, vm-<kernel>/: console.log,
+# dmesg.log, ... of each VM run; the disk images are deleted).
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/../ci/lib.sh"
+# shellcheck source=vm/common.sh
+. "$RESTRIPER_ROOT/vm/common.sh"
+
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
+
+TIMEOUT=${RESTRIPER_VM_TIMEOUT:-7200}
+KERNELS="series base"
+GUEST_OPTS=''
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	--kernels) KERNELS=$2; shift 2 ;;
+	--opts) GUEST_OPTS=$2; shift 2 ;;
+	-h | --help) usage ;;
+	*) echo "unknown argument: $1" >&2; usage 2 ;;
+	esac
+done
+[[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout: seconds, not $TIMEOUT"
+for k in $KERNELS; do
+	case "$k" in series | base) ;; *) die "--kernels: series and/or base, not $k" ;; esac
+done
+case "$GUEST_OPTS" in *[[:space:]]*) die "--opts: commas instead of spaces" ;; esac
+
+BENCH=$RESTRIPER_ROOT/bench
+FRAGMENT=$BENCH/kernel-nodebug.config
+BASE_TREE=$CACHE/base-tree
+RUN=$CACHE/bench/$(date +%Y%m%d-%H%M%S)
+STEPS_LOG=$RUN/steps.log
+
+# wait_for_builds WHAT: wait while a kernel build runs anywhere on the machine.
+wait_for_builds() {
+	local pids t0=$SECONDS said=0
+	while pids=$(pgrep -f 'make.*bzImage|make.*O=' | tr '\n' ' ' || true); [ -n "$pids" ]; do
+		if [ "$said" = 0 ]; then
+			log "waiting before $1: a kernel build runs (pids $pids)"
+			pgrep -af 'make.*bzImage|make.*O=' | head -n 3 >>"$STEPS_LOG" || true
+			said=1
+		fi
+		sleep 15
+	done
+	[ "$said" = 0 ] || log "waited $((SECONDS - t0)) s for the build to end"
+}
+
+# machine_load: the load average and the other QEMUs and builds running, for
+# the notes (another VM or a build during a run skews its times).
+machine_load() {
+	echo "load average $(cut -d' ' -f1-3 /proc/loadavg), other QEMU processes: $(other_qemus), kernel builds: $(pgrep -c -f 'make.*bzImage|make.*O=' || true)"
+}
+
+# other_qemus: how many QEMU processes run that are not this run's VM.
+other_qemus() {
+	pgrep -a -f '^qemu-system' | grep -c -v -F "$RUN/" || true
+}
+
+# sample_load FILE: every 20 s, a line "time builds other-qemus load1" (run in the
+# background during a VM run; stopped by its pid).
+sample_load() {
+	while :; do
+		printf '%s %s %s %s\n' "$(date +%T)" \
+			"$(pgrep -c -f 'make.*bzImage|make.*O=' || true)" \
+			"$(other_qemus)" "$(cut -d' ' -f1 /proc/loadavg)" >>"$1"
+		sleep 20
+	done
+}
+
+# load_summary FILE: what sample_load saw.
+load_summary() {
+	awk '{ n++; if ($2 > 0) b++; if ($3 > 0) o++; if ($3 > q) q = $3; if ($4 > l) l = $4 }
+		END { printf "%d samples, %d with a kernel build running, %d with another VM (at most %d), load average up to %s\n", n, b, o, q, l }' "$1"
+}
+
+# timed LABEL CMD...: run CMD, record its wall time for the results (in a
+# file: CMD may run in a subshell).
+timed() {
+	local label=$1 t0=$SECONDS rc=0
+	shift
+	"$@" || rc=$?
+	echo "$label|$((SECONDS - t0))" >>"$RUN/timings.txt"
+	return "$rc"
+}
+
+# --- 1. kernels --------------------------------------------------------------
+
+# The worktree of tag base; made once, checked every time.  Under the build
+# lock: nothing else changes the tree's .git meanwhile.
+base_worktree() {
+	local want have
+	want=$(git_tree rev-parse "$BASE_TAG^{commit}")
+	if [ ! -e "$BASE_TREE" ]; then
+		log "making the worktree $BASE_TREE (tag $BASE_TAG)"
+		git_tree worktree add --detach "$BASE_TREE" "$BASE_TAG" >>"$STEPS_LOG" 2>&1 ||
+			die "git worktree add $BASE_TREE $BASE_TAG failed (log: $STEPS_LOG)"
+	fi
+	have=$(git -C "$BASE_TREE" rev-parse HEAD 2>/dev/null || true)
+	[ "$have" = "$want" ] ||
+		die "$BASE_TREE is not at tag $BASE_TAG ($want) but at '${have:-?}'; remove it (git -C $TREE worktree remove --force $BASE_TREE) and re-run"
+	[ -z "$(git -C "$BASE_TREE" --no-optional-locks status --porcelain --untracked-files=no)" ] ||
+		die "$BASE_TREE has changes to tracked files: it must be the pristine base"
+}
+
+# build_kernel NAME BUILD-KERNEL-ARGS...: bzImage and .config into the run folder.
+build_kernel() {
+	local name=$1 bz
+	shift
+	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --log "$STEPS_LOG" --name "bench-$name" \
+		--fragment "$FRAGMENT" "$@") || die "the $name kernel was not built (log: $STEPS_LOG)"
+	cp "$bz" "$RUN/bzImage-$name"
+	cp "$BUILD_ROOT/bench-$name/.config" "$RUN/config-$name"
+}
+
+tree_state() { # DIR: "sha subject" and whether tracked files changed
+	printf '%s%s' "$(git -C "$1" log -1 --format='%h %s' HEAD)" \
+		"$([ -z "$(git -C "$1" --no-optional-locks status --porcelain --untracked-files=no)" ] || echo ' + uncommitted changes')"
+}
+
+# The series kernel from the tree as it is, its state read under the build
+# lock (a gate moves the tree's HEAD while it holds the lock).
+SERIES_STATE='' BASE_STATE=''
+build_series() {
+	local before
+	before=$(tree_state "$TREE")
+	timed "build the series kernel" build_kernel series --tree "$TREE"
+	SERIES_STATE=$(tree_state "$TREE")
+	[ "$before" = "$SERIES_STATE" ] ||
+		log "WARNING: the tree changed during the build: '$before' -> '$SERIES_STATE'"
+	log "series kernel: $SERIES_STATE"
+	echo "$SERIES_STATE" >"$RUN/series-state.txt"
+}
+
+build_kernels() {
+	local k
+	for k in $KERNELS; do
+		case "$k" in
+		series)
+			[ -d "$TREE/.git" ] || die "no kernel tree at $TREE (ci/prepare-tree.sh makes it)"
+			wait_for_builds "building the series kernel"
+			# (with_build_lock runs it in a subshell: the state goes by file)
+			with_build_lock build_series
+			SERIES_STATE=$(cat "$RUN/series-state.txt")
+			;;
+		base)
+			with_build_lock base_worktree
+			wait_for_builds "building the base kernel"
+			timed "build the base kernel" build_kernel base --tree "$BASE_TREE"
+			BASE_STATE=$(tree_state "$BASE_TREE")
+			log "base kernel: $BASE_STATE"
+			;;
+		esac
+	done
+}
+
+CONFIG_NOTE=''
+compare_configs() {
+	local d
+	if [ -f "$RUN/config-series" ] && [ -f "$RUN/config-base" ]; then
+		d=$(diff <(grep -v '^#' "$RUN/config-base" | grep -v '^$' | sort) \
+			<(grep -v '^#' "$RUN/config-series" | grep -v '^$' | sort) | grep '^[<>]' || true)
+		if [ -z "$d" ]; then
+			CONFIG_NOTE="the two .config files set the same options"
+		else
+			CONFIG_NOTE="the .config files differ (< base, > series): $(tr '\n' ' ' <<<"$d")"
+		fi
+		log "config: $CONFIG_NOTE"
+	fi
+}
+
+# --- 2. guest program and initramfs ------------------------------------------
+
+build_payload() {
+	mkdir -p "$RUN/payload"
+	gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/payload/resume_pause_bench" \
+		"$BENCH/resume_pause_bench.c" -lpthread &&
+		install -m 0755 "$BENCH/bench-in-guest.sh" "$RUN/payload/bench-in-guest.sh"
+}
+
+# --- 3. VM runs --------------------------------------------------------------
+
+run_one() { # KERNEL
+	local k=$1 dir=$RUN/vm-$1 rc=0 append
+	mkdir -p "$dir"
+	append="restriper.run=/selftests/bench-in-guest.sh bench.kernel=$k"
+	[ -z "$GUEST_OPTS" ] || append="$append bench.opts=$GUEST_OPTS"
+	timed "VM run, $k kernel" vm_step "running the benchmark VM ($k kernel)" "$dir" "$STEPS_LOG" \
+		--kernel "$RUN/bzImage-$k" --initrd "$RUN/initramfs.cpio.gz" \
+		--disks 3 --disk-size 20G --timeout "$TIMEOUT" --check-images \
+		--append "$append" || rc=$?
+	grep -a -E '^(# |RESULT |BENCH |bench-in-guest:)' "$dir/console.log" >"$RUN/guest-$k.txt" || true
+	grep -a '^RESULT ' "$dir/console.log" >>"$RUN/raw-results.txt" || true
+	drop_run_artifacts "$dir"
+	log "$k: $(grep -c '^RESULT ' "$RUN/guest-$k.txt" || true) results, guest output: $RUN/guest-$k.txt"
+	return "$rc"
+}
+
+# --- 4. results ----------------------------------------------------------------
+
+declare -A VAL=()
+load_results() {
+	local line k m v
+	[ -f "$RUN/raw-results.txt" ] || return 0
+	while IFS= read -r line; do
+		k=$(sed -n 's/.* kernel=\([^ ]*\).*/\1/p' <<<"$line")
+		m=$(sed -n 's/.* metric=\([^ ]*\).*/\1/p' <<<"$line")
+		v=$(sed -n 's/.* value=\([^ ]*\).*/\1/p' <<<"$line")
+		[ -n "$k" ] && [ -n "$m" ] && VAL[$k.$m]=$v
+	done <"$RUN/raw-results.txt"
+}
+
+# ratio A B: A/B to 3 significant digits, "-" when it means nothing.
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "" || b == "" || a !~ /^-?[0-9.]+$/ || b !~ /^-?[0-9.]+$/ || b + 0 == 0) print "-"
+		else if (a + 0 == 0) print "0"
+		else printf "%.3g\n", a / b
+	}'
+}
+
+row() { # METRIC DESCRIPTION
+	local s=${VAL[series.$1]:-} b=${VAL[base.$1]:-}
+	printf '| %s | %s | %s | %s |\n' "$2" "${s:--}" "${b:--}" "$(ratio "$s" "$b")"
+}
+
+SUMMARY_ROWS=(
+	"resume_chunks_at_start|resume: chunks at the start (N)"
+	"resume_relocated_before_pause|resume: chunks relocated before the pause (K)"
+	"resume_relocations_interrupted_by_pause|resume: relocations cut short by the pause"
+	"resume_relocations_after_resume|resume: relocations after the resume"
+	"resume_copies_relocated_again|resume: relocated copies relocated again"
+	"resume_originals_never_relocated|resume: original chunks never relocated"
+	"resume_mib_never_relocated|resume: MiB in the original chunks never relocated"
+	"resume_relocations_total|resume: relocations in total (started)"
+	"resume_mib_moved_after_resume|resume: MiB in the chunks relocated after the resume"
+	"resume_pause_ms|resume: the pause at half way took (ms)"
+	"resume_files_verified|resume: pattern files verified (1 = all match)"
+	"pause_latency_ms_1|pause: latency, trial 1 (ms)"
+	"pause_latency_ms_2|pause: latency, trial 2 (ms)"
+	"pause_latency_ms_3|pause: latency, trial 3 (ms)"
+	"pause_latency_ms_median|pause: latency, median (ms)"
+	"pause_files_verified|pause: pattern files verified (1 = all match)"
+)
+
+declare -A DESC=(
+	[resume_data_chunks_at_start]="resume: data chunks at the start"
+	[resume_relocations_started_before_pause]="resume: relocations started before the pause"
+	[resume_originals_relocated_after_resume]="resume: relocations after the resume, of original chunks"
+	[resume_mib_moved_before_pause]="resume: MiB in the chunks relocated before the pause"
+	[resume_mib_moved_after_resume]="resume: MiB in the chunks relocated after the resume"
+	[resume_mib_never_relocated]="resume: MiB in the original chunks never relocated"
+	[resume_relocations_interrupted_by_pause]="resume: relocations cut short by the pause"
+	[resume_pause_ms]="resume: the pause at half way took (ms)"
+	[resume_seconds_after_mount]="resume: mount to the end of the resumed balance (s)"
+	[resume_end_status]="resume: status of the resumed balance (kernel log)"
+	[resume_files_checked]="resume: pattern files read back"
+	[resume_wall_seconds]="resume: wall time of the part (s)"
+	[pause_invalid_attempts]="pause: attempts not counted"
+	[pause_since_reloc_start_ms_1]="pause: from the block group's relocation line to the pause's return, trial 1 (ms)"
+	[pause_bg_interrupted_1]="pause: 1 = the block group was still there after the pause, trial 1"
+	[pause_bg_used_mib_1]="pause: MiB used in the block group, trial 1"
+	[pause_data_mib_written]="pause: MiB of pattern data written"
+	[pause_wall_seconds]="pause: wall time of the part (s)"
+)
+
+write_results() {
+	local out=$RUN/results.md m entry metrics t k
+	load_results
+	{
+		echo "# restriper bench, $(date '+%F %T %Z')"
+		echo
+		echo "- series: ${SERIES_STATE:-not run} (tree $TREE)"
+		echo "- base: ${BASE_STATE:-not run} (tag $BASE_TAG, worktree $BASE_TREE)"
+		echo "- config: tinyconfig + vm/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-not compared}"
+		echo "- VM: QEMU $(grep -o 'accel [a-z]*' "$RUN/steps.log" | head -n1 || true), 2 vCPUs, 2 GiB, 3 x 20G sparse virtio disks; one run per kernel"
+		echo "- guest options: ${GUEST_OPTS:-defaults}"
+		echo "- resume (default options): 2 x 4 GiB devices, data single, metadata raid1, 12 data chunks of 256 MiB alternately ~95% and ~40% full (from the highest down); full balance paused once completed >= N/2, unmount, mount (the kernel resumes), until the end; \"copies\" are chunks made by the balance (told apart by start, length, type and device extents)"
+		echo "- pause (default options): 1 x 20 GiB device, ~2.25 GiB of data; data balance; pause requested ~1.5 s after the relocation of a 1 GiB data block group with >= 960 MiB used started; resumed by ioctl, or a fresh balance when the resumed one relocates no such block group"
+		echo
+		echo "## Summary"
+		echo
+		echo "| metric | series | base | series/base |"
+		echo "| --- | ---: | ---: | ---: |"
+		for entry in "${SUMMARY_ROWS[@]}"; do row "${entry%%|*}" "${entry#*|}"; done
+		echo
+		echo "## All numbers"
+		echo
+		echo "| metric | series | base | series/base |"
+		echo "| --- | ---: | ---: | ---: |"
+		metrics=$(for k in "${!VAL[@]}"; do echo "${k#*.}"; done | sort -u -V)
+		for m in $metrics; do row "$m" "\`$m\`${DESC[$m]:+ (${DESC[$m]})}"; done
+		echo
+		echo "## Wall time of the steps"
+		echo
+		echo "| step | seconds |"
+		echo "| --- | ---: |"
+		while IFS= read -r t; do printf '| %s | %s |\n' "${t%|*}" "${t##*|}"; done <"$RUN/timings.txt"
+		if [ ${#NOTES[@]} -gt 0 ]; then
+			echo
+			echo "## Notes"
+			echo
+			printf -- '- %s\n' "${NOTES[@]}"
+		fi
+	} >"$out"
+}
+
+NOTES=()
+judge_run() { # KERNEL VM_STATUS
+	local k=$1 rc=$2 dir=$RUN/vm-$1 dm st
+	st=$(sed -n 's/^guest_status=//p' "$dir/vm-result.txt" 2>/dev/null || true)
+	[ "$rc" = 0 ] || NOTES+=("$k: the VM run failed (status $rc; $dir/console.log)")
+	[ -z "$st" ] || [ "$st" = 0 ] || NOTES+=("$k: the benchmark program exited with status $st (see guest-$k.txt)")
+	grep -q '^images_failed=0' "$dir/vm-result.txt" 2>/dev/null ||
+		NOTES+=("$k: btrfs check of the disk images failed or did not run ($dir/check-*.log)")
+	dm=$(scan_dmesg "$dir/dmesg.log" 2>/dev/null || true)
+	if [ -n "$dm" ]; then
+		NOTES+=("$k: the kernel log has $(wc -l <<<"$dm") report line(s), first: $(head -n1 <<<"$dm")")
+	fi
+	while IFS= read -r line; do
+		NOTES+=("$k: ${line#\# }")
+	done < <(grep -a -E '^# .*(WARNING|before the pause arrived|was done before the pause|retrying|attempt [0-9]+: the resumed balance ended|MISMATCH|ENOSPC|No space|only [0-9]+ valid|started before the last)' "$RUN/guest-$k.txt" || true)
+}
+
+main() {
+	local k rc load_before sampler
+	ensure_packages "${PACKAGES[@]}"
+	mkdir -p "$RUN"
+	: >"$RUN/raw-results.txt"
+	: >"$RUN/timings.txt"
+	log "run folder: $RUN (output of the steps: steps.log)"
+	build_kernels
+	compare_configs
+	step "building the guest program" "$STEPS_LOG" build_payload ||
+		die "the guest program does not build (log: $STEPS_LOG)"
+	step "making the initramfs" "$STEPS_LOG" \
+		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$RUN/initramfs.cpio.gz" "$RUN/payload" ||
+		die "no initramfs (log: $STEPS_LOG)"
+	exec 3>&1 # the screen, for the console with -v (see run_vm)
+	local VM_SHOW='' # read by vm_step (vm/common.sh)
+	# shellcheck disable=SC2034 # read by vm_step
+	[ "$VERBOSE" = 1 ] || VM_SHOW=none
+	for k in $KERNELS; do
+		rc=0
+		wait_for_builds "the $k VM run"
+		load_before=$(machine_load)
+		sample_load "$RUN/load-$k.txt" &
+		sampler=$!
+		run_one "$k" || rc=$?
+		kill "$sampler" 2>/dev/null || true
+		wait "$sampler" 2>/dev/null || true
+		NOTES+=("$k: machine load before the run: $load_before; during the run (every 20 s): $(load_summary "$RUN/load-$k.txt")")
+		judge_run "$k" "$rc"
+	done
+	rm -f "$RUN/initramfs.cpio.gz" "$RUN"/bzImage-*
+	write_results
+	echo
+	cat "$RUN/results.md"
+	echo
+	log "results: $RUN/results.md (raw: raw-results.txt, guest output: guest-<kernel>.txt, logs: steps.log, vm-<kernel>/)"
+}
+
+main
