@@ -1314,32 +1314,35 @@ TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
 	verify_dataset(_metadata, w);
 }
 
-/* ---- Limits across a pause: one device, four data chunks ---- */
+/*
+ * ---- A balance paused and resumed, by the ioctl or at mount: one device,
+ * six data chunks ----
+ */
 
-FIXTURE(limits) {
+FIXTURE(resume) {
 	struct world w;
 };
 
-FIXTURE_VARIANT(limits) {
+FIXTURE_VARIANT(resume) {
 	bool by_mount;		/* resumed at mount, else by the ioctl */
 };
 
-FIXTURE_VARIANT_ADD(limits, resumed_by_ioctl) {
+FIXTURE_VARIANT_ADD(resume, by_ioctl) {
 	.by_mount = false,
 };
 
-FIXTURE_VARIANT_ADD(limits, resumed_at_mount) {
+FIXTURE_VARIANT_ADD(resume, at_mount) {
 	.by_mount = true,
 };
 
-FIXTURE_SETUP(limits)
+FIXTURE_SETUP(resume)
 {
 	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M"))
 		return;
-	make_data_chunks(_metadata, &self->w, 4);
+	make_data_chunks(_metadata, &self->w, 6);
 }
 
-FIXTURE_TEARDOWN(limits)
+FIXTURE_TEARDOWN(resume)
 {
 	world_teardown(_metadata, &self->w);
 }
@@ -1348,10 +1351,10 @@ FIXTURE_TEARDOWN(limits)
 
 /*
  * limit=2, paused after 1 chunk: the resumed balance takes 1 more, 2 in
- * all, where counting afresh would take 3 (4 chunks match).  The limit in
+ * all, where counting afresh would take 3 (6 chunks match).  The limit in
  * the args stays 2: the chunks taken are kept beside it.
  */
-TEST_F_TIMEOUT(limits, chunks_taken_before_a_pause_count, 300)
+TEST_F_TIMEOUT(resume, limit_counts_the_chunks_taken_before_a_pause, 300)
 {
 	struct btrfs_ioctl_balance_args a, p, r;
 	struct chunk_list l0, l1, l2;
@@ -1494,36 +1497,6 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	EXPECT_EQ(0, run_cmd(scrub));
 }
 
-/* ---- Exact resume: one device, six data chunks, a full balance ---- */
-
-FIXTURE(resume) {
-	struct world w;
-};
-
-FIXTURE_VARIANT(resume) {
-	bool by_mount;		/* resumed at mount, else by the ioctl */
-};
-
-FIXTURE_VARIANT_ADD(resume, by_ioctl) {
-	.by_mount = false,
-};
-
-FIXTURE_VARIANT_ADD(resume, at_mount) {
-	.by_mount = true,
-};
-
-FIXTURE_SETUP(resume)
-{
-	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M"))
-		return;
-	make_data_chunks(_metadata, &self->w, 6);
-}
-
-FIXTURE_TEARDOWN(resume)
-{
-	world_teardown(_metadata, &self->w);
-}
-
 static void full_request(struct btrfs_ioctl_balance_args *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -1652,8 +1625,9 @@ TEST_F_TIMEOUT(resume, a_paused_full_balance_relocates_each_chunk_once, 300)
 /*
  * A pause that comes while a block group is being relocated stops that
  * relocation: the block group stays where it is, unrelocated, and the
- * balance is paused with nothing completed.  The resume relocates it from
- * the start.  (Older kernels finish the block group first.)
+ * balance is paused with nothing completed.  The resume (by the ioctl, or
+ * at mount) relocates it from the start.  (Older kernels finish the block
+ * group first.)
  */
 TEST_F_TIMEOUT(resume, a_pause_stops_inside_a_block_group, 300)
 {
@@ -1680,8 +1654,16 @@ TEST_F_TIMEOUT(resume, a_pause_stops_inside_a_block_group, 300)
 	EXPECT_EQ(0ULL, item.completed);
 	verify_dataset(_metadata, w);
 
-	ASSERT_EQ(0, resume(w->fd, &r));
-	EXPECT_EQ((__u64)before.n, r.stat.completed);
+	if (!variant->by_mount) {
+		ASSERT_EQ(0, resume(w->fd, &r));
+		EXPECT_EQ((__u64)before.n, r.stat.completed);
+	} else {
+		world_umount(_metadata, w);
+		world_mount(_metadata, w, w->ndevs, 0, NULL);
+		ASSERT_EQ(0, wait_balance_gone(w->fd, HANG_MS))
+			TH_LOG("the resumed balance did not end");
+		expect_log(_metadata, w, "balance: ended with status: 0");
+	}
 	expect_no_balance(_metadata, w);
 	expect_each_relocated_once(_metadata, w, &before, bound,
 				   before.n - 1);
