@@ -1129,6 +1129,31 @@ static void limit_counts_per_walk_test(struct kunit *test)
 	run_walk(test, &bctl, ARRAY_SIZE(types), types, none, none);
 }
 
+/*
+ * limit=1, a pause inside the relocation of the first chunk: the chunk is
+ * given back, and the resume takes it (it is still there) and no other.
+ */
+static void chunk_stopped_inside_is_given_back_test(struct kunit *test)
+{
+	struct btrfs_balance_control bctl = {
+		.flags = T_DATA, .data = { .flags = A_LIMIT, .limit = 1 },
+	};
+	static const u64 types[] = { D, D };
+	static const enum btrfs_balance_action one[] = { COUNT, SKIP };
+	static const enum btrfs_balance_action moved[] = { RELOCATE, SKIP };
+	struct btrfs_balance_walk walk = { 0 };
+
+	balance_walk_init(&walk);
+	run_pass(test, &bctl, &walk, ARRAY_SIZE(types), types, one);
+	balance_walk_start_relocation(&walk);
+	run_pass(test, &bctl, &walk, 1, types, moved);
+	balance_walk_give_back(&walk, D);
+	balance_walk_end(&walk, &bctl);
+	KUNIT_EXPECT_EQ(test, bctl.limit_taken[BTRFS_BALANCE_DATA_INDEX], 0ULL);
+	run_walk(test, &bctl, ARRAY_SIZE(types), types, one, moved);
+	KUNIT_EXPECT_EQ(test, bctl.limit_taken[BTRFS_BALANCE_DATA_INDEX], 1ULL);
+}
+
 /* A walk stopped in its counting pass took nothing. */
 static void counting_pass_takes_nothing_test(struct kunit *test)
 {
@@ -1182,6 +1207,7 @@ static struct kunit_case balance_filters_cases[] = {
 	KUNIT_CASE(single_limit_has_no_minimum_test),
 	KUNIT_CASE(limit_counts_per_walk_test),
 	KUNIT_CASE(counting_pass_takes_nothing_test),
+	KUNIT_CASE(chunk_stopped_inside_is_given_back_test),
 	{}
 };
 
@@ -1685,34 +1711,44 @@ static void walk_first_case_desc(const struct walk_first_case *p, char *desc)
 
 KUNIT_ARRAY_PARAM(walk_first, walk_first_cases, walk_first_case_desc);
 
-/*
- * The progress of a run counts the chunks relocated by the runs before it
- * as expected, considered and completed: the whole balance.
- */
-static void stat_restart_test(struct kunit *test)
-{
-	struct btrfs_balance_progress fresh = {};
-	struct btrfs_balance_progress resumed = {
-		.expected = 40, .considered = 35, .completed = 12,
-	};
-
-	balance_stat_restart(&fresh);
-	KUNIT_EXPECT_EQ(test, fresh.expected, 0);
-	KUNIT_EXPECT_EQ(test, fresh.considered, 0);
-	KUNIT_EXPECT_EQ(test, fresh.completed, 0);
-
-	balance_stat_restart(&resumed);
-	KUNIT_EXPECT_EQ(test, resumed.expected, 12);
-	KUNIT_EXPECT_EQ(test, resumed.considered, 12);
-	KUNIT_EXPECT_EQ(test, resumed.completed, 12);
-}
-
 static void walk_first_test(struct kunit *test)
 {
 	const struct walk_first_case *p = test->param_value;
 	const struct btrfs_balance_control bctl = { .bound = p->bound };
 
 	KUNIT_EXPECT_EQ(test, balance_walk_first(&bctl), p->first);
+}
+
+/*
+ * The progress of a run counts the chunks relocated by the runs before it
+ * as expected, considered and completed: the whole balance.  Without a
+ * bound it starts from zero.
+ */
+static void stat_restart_test(struct kunit *test)
+{
+	const struct btrfs_balance_progress before = {
+		.expected = 40, .considered = 35, .completed = 12,
+	};
+	struct btrfs_balance_control fresh = {};
+	struct btrfs_balance_control resumed = {
+		.stat = before, .bound = SZ_1G,
+	};
+	struct btrfs_balance_control older = { .stat = before };
+
+	balance_stat_restart(&fresh);
+	KUNIT_EXPECT_EQ(test, fresh.stat.expected, 0);
+	KUNIT_EXPECT_EQ(test, fresh.stat.considered, 0);
+	KUNIT_EXPECT_EQ(test, fresh.stat.completed, 0);
+
+	balance_stat_restart(&resumed);
+	KUNIT_EXPECT_EQ(test, resumed.stat.expected, 12);
+	KUNIT_EXPECT_EQ(test, resumed.stat.considered, 12);
+	KUNIT_EXPECT_EQ(test, resumed.stat.completed, 12);
+
+	balance_stat_restart(&older);
+	KUNIT_EXPECT_EQ(test, older.stat.expected, 0);
+	KUNIT_EXPECT_EQ(test, older.stat.considered, 0);
+	KUNIT_EXPECT_EQ(test, older.stat.completed, 0);
 }
 
 static void args_to_cpu_test(struct kunit *test)
