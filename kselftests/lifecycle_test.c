@@ -646,6 +646,19 @@ static void wait_held(struct __test_metadata *_metadata, struct world *w,
 }
 
 /*
+ * Mount the world's filesystem, which has a paused balance: its resume
+ * thread runs the counting pass and is held before the first chunk of the
+ * relocation pass.
+ */
+static void mount_resume_held(struct __test_metadata *_metadata,
+			      struct world *w)
+{
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	wait_held(_metadata, w, HOLD_RELOCATION);
+}
+
+/*
  * Start @a in the world's balance thread, held before the first chunk of
  * its relocation pass: it is running, its counting pass is done, and it
  * has relocated nothing.
@@ -1000,9 +1013,7 @@ TEST_F_TIMEOUT(lifecycle, unmount_pauses_and_skip_balance_keeps_it_paused, 300)
 	world_umount(_metadata, w);
 
 	/* A read-write mount resumes it in a kernel thread, held here... */
-	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
-	wait_held(_metadata, w, HOLD_RELOCATION);
+	mount_resume_held(_metadata, w);
 	ASSERT_EQ(0, balance_progress(w->fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
@@ -1049,9 +1060,7 @@ TEST_F_TIMEOUT(lifecycle, remount_read_only_pauses_and_read_write_resumes, 300)
 	pause_held(_metadata, w);
 	world_umount(_metadata, w);
 
-	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
-	wait_held(_metadata, w, HOLD_RELOCATION);
+	mount_resume_held(_metadata, w);
 	ASSERT_EQ(0, balance_progress(w->fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 	ro = call_start(_metadata, w, do_remount, -1, MS_RDONLY, w->env.mnt,
@@ -1391,9 +1400,7 @@ TEST_F_TIMEOUT(resume, limit_counts_the_chunks_taken_before_a_pause, 300)
 	} else {
 		/* The limit and the chunks taken come from the item. */
 		world_umount(_metadata, w);
-		ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-		world_mount(_metadata, w, w->ndevs, 0, NULL);
-		wait_held(_metadata, w, HOLD_RELOCATION);
+		mount_resume_held(_metadata, w);
 		ASSERT_EQ(0, balance_progress(w->fd, &p));
 		EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 		EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
@@ -1601,9 +1608,7 @@ TEST_F_TIMEOUT(resume, a_paused_full_balance_relocates_each_chunk_once, 300)
 		EXPECT_EQ(0ULL, r.meta.flags);
 	} else {
 		world_umount(_metadata, w);
-		ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-		world_mount(_metadata, w, w->ndevs, 0, NULL);
-		wait_held(_metadata, w, HOLD_RELOCATION);
+		mount_resume_held(_metadata, w);
 		/* Counted what is left, on top of the chunks done before. */
 		ASSERT_EQ(0, balance_progress(w->fd, &p));
 		EXPECT_EQ(n, p.stat.expected);
