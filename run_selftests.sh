@@ -5,6 +5,8 @@
 #
 #   ./run_selftests.sh [-v] [--timeout SECS] [--append ARGS]...
 #                      [--only-crash | --no-crash] [--crash-timeout SECS]
+#                      [--no-powercut] [--powercut-runs N]
+#                      [--build-only DIR]
 #
 # Steps: prepare the tree and build the kernel (vm/build-kernel.sh), build the
 # kselftests (make -C kselftests, into $CACHE/build/kselftests), make the
@@ -29,6 +31,20 @@
 #   --no-crash             leave the crash stage out
 #   --crash-timeout SECS   each boot of the crash stage is killed after SECS
 #                          (default 300 or $RESTRIPER_CRASH_TIMEOUT)
+#
+# Then the power-cut stage: ./run_powercut.sh --runs N (default 4, one run
+# of each kind) on the same kernel and initramfs (kselftests/powercut_test.c,
+# in /selftests/powercut/); its "powercut: N runs, M failed" line closes the
+# summary.  --no-powercut leaves it out (so does --only-crash).
+#
+# The fuzzer (kselftests/balance_fuzz.c) runs with the other selftests; its
+# "# fuzz: N calls, M failed" line is repeated as the summary's last line.
+#
+# --build-only DIR   build the kernel, the kselftests and the initramfs into
+#                    DIR (bzImage, payload/, initramfs.cpio.gz) and stop; a
+#                    later "--kernel DIR/bzImage --payload DIR/payload" runs
+#                    them without the kernel tree (ci/gate.sh does, while it
+#                    checks the patches).
 #
 # Quiet by default: one line per step with its time, then the summary (a
 # line per test program, the "not ok" lines, what failed the run); a failed
@@ -65,13 +81,16 @@ KERNEL=''
 PAYLOAD=()
 USER_PAYLOAD=0
 APPEND=()
-RUN_NORMAL=1 RUN_CRASH=1
+RUN_NORMAL=1 RUN_CRASH=1 RUN_POWERCUT=1 POWERCUT_RUNS=4 BUILD_ONLY=''
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--crash-timeout) CRASH_TIMEOUT=$2; shift 2 ;;
-	--only-crash) RUN_NORMAL=0 RUN_CRASH=1; shift ;;
+	--only-crash) RUN_NORMAL=0 RUN_CRASH=1 RUN_POWERCUT=0; shift ;;
+	--no-powercut) RUN_POWERCUT=0; shift ;;
+	--powercut-runs) POWERCUT_RUNS=$2; shift 2 ;;
+	--build-only) BUILD_ONLY=$2; shift 2 ;;
 	--no-crash) RUN_CRASH=0; shift ;;
 	--append) APPEND+=(--append "$2"); shift 2 ;;
 	--kernel) KERNEL=$2; shift 2 ;;
@@ -88,6 +107,7 @@ done
 [ ${#PAYLOAD[@]} -eq 0 ] || USER_PAYLOAD=1
 [ "$RUN_NORMAL" = 1 ] || [ "$RUN_CRASH" = 1 ] || die "--only-crash and --no-crash: nothing to run"
 [[ "$CRASH_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--crash-timeout: seconds, not $CRASH_TIMEOUT"
+[[ "$POWERCUT_RUNS" =~ ^[1-9][0-9]*$ ]] || die "--powercut-runs: a number from 1, not $POWERCUT_RUNS"
 
 KSFT_SRC=$RESTRIPER_ROOT/kselftests
 KSFT_OUT=$BUILD_ROOT/kselftests
@@ -98,6 +118,9 @@ KSFT_OUT=$BUILD_ROOT/kselftests
 CRASH_SUBDIR=crash
 CRASH_PROG=crash_resume_test
 CRASH_MARKER='=== CRASH ME ==='
+# The same for the power-cut stage (run_powercut.sh boots it).
+POWERCUT_SUBDIR=powercut
+POWERCUT_PROG=powercut_test
 
 # --- build (under the build lock) -------------------------------------------
 
@@ -125,8 +148,9 @@ stage_kselftests() {
 	done
 	find "$1" -name '*.o' -delete || return
 	mkdir -p "$1/$CRASH_SUBDIR" && mv "$1/$CRASH_PROG" "$1/$CRASH_SUBDIR/" || return
+	mkdir -p "$1/$POWERCUT_SUBDIR" && mv "$1/$POWERCUT_PROG" "$1/$POWERCUT_SUBDIR/" || return
 	log "kselftests: $(cd "$1" && find . -maxdepth 1 -type f -perm -u+x -printf '%P\n' | sort | tr '\n' ' ')"
-	log "crash stage: $CRASH_SUBDIR/$CRASH_PROG"
+	log "crash stage: $CRASH_SUBDIR/$CRASH_PROG, power-cut stage: $POWERCUT_SUBDIR/$POWERCUT_PROG"
 }
 
 # The kselftests step, in a subshell: a die() in it ends the step.
@@ -333,24 +357,53 @@ summarize() {
 	echo "==================== selftests summary ===================="
 	[ "$RUN_NORMAL" = 0 ] || judge "$dir" "$VM_RC" "$TIMEOUT"
 	[ "$RUN_CRASH" = 0 ] || judge_crash "$dir/crash" "$CRASH_RC"
+	[ "$RUN_NORMAL" = 0 ] || judge_fuzz "$dir"
+	if [ "$RUN_POWERCUT" = 1 ]; then
+		echo "power-cut stage ($dir/powercut.log):"
+		grep -a '^\[run_powercut.sh\] run \|^    - ' "$dir/powercut.log" | sed 's/^\[run_powercut.sh\] /  /'
+		POWERCUT_LINE=$(grep -a '^powercut: [0-9]* runs, [0-9]* failed' "$dir/powercut.log" | tail -n1)
+		[ -n "$POWERCUT_LINE" ] || POWERCUT_LINE="powercut: 0 runs, 1 failed (no result)"
+		[ "$POWERCUT_RC" = 0 ] || PROBLEMS+=("power-cut stage: ${POWERCUT_LINE#powercut: }")
+	fi
 	if [ ${#PROBLEMS[@]} -gt 0 ]; then
 		echo "FAILED:"
 		printf '  - %s\n' "${PROBLEMS[@]}"
 	fi
 	echo "selftests: $TP passed, $TF failed, $TS skipped"
+	[ -z "$POWERCUT_LINE" ] || echo "$POWERCUT_LINE"
+	[ -z "$FUZZ_LINE" ] || echo "$FUZZ_LINE"
 	[ ${#PROBLEMS[@]} -eq 0 ]
+}
+
+# judge_fuzz RUN_DIR: the fuzzer's "# fuzz: N calls, M failed" line, when
+# the payload has the fuzzer.
+POWERCUT_LINE='' FUZZ_LINE=''
+judge_fuzz() {
+	local p has=0
+	for p in "${PAYLOAD[@]}"; do
+		[ -x "$p/balance_fuzz" ] && has=1
+	done
+	[ "$has" = 1 ] || return 0
+	FUZZ_LINE=$(grep -a -o 'fuzz: [0-9]* calls, [0-9]* failed' "$1/tap/balance_fuzz.tap" 2>/dev/null | tail -n1 || true)
+	if [ -z "$FUZZ_LINE" ]; then
+		FUZZ_LINE="fuzz: 0 calls, 1 failed (no result)"
+		PROBLEMS+=("the fuzzer printed no \"fuzz: N calls, M failed\" line")
+	elif ! [[ "$FUZZ_LINE" =~ ,\ 0\ failed$ ]]; then
+		PROBLEMS+=("the fuzzer: ${FUZZ_LINE#fuzz: }")
+	fi
 }
 
 # --- the crash stage --------------------------------------------------------
 
-# has_crash_prog: is the crash stage's program in the payload?
-has_crash_prog() {
+# has_payload_prog PATH: is PATH (relative to /selftests) in the payload?
+has_payload_prog() {
 	local p
 	for p in "${PAYLOAD[@]}"; do
-		[ -d "$p" ] && [ -x "$p/$CRASH_SUBDIR/$CRASH_PROG" ] && return 0
+		[ -d "$p" ] && [ -x "$p/$1" ] && return 0
 	done
 	return 1
 }
+has_crash_prog() { has_payload_prog "$CRASH_SUBDIR/$CRASH_PROG"; }
 
 # crash_stage RUN_DIR STEPS_LOG: boot 1 until it is killed on the marker,
 # boot 2 on the same images (RUN_DIR/crash/vd*.img); sets CRASH_RC (boot 2's
@@ -376,11 +429,27 @@ crash_stage() {
 
 # --- main -------------------------------------------------------------------
 
-VM_RC=0 CRASH_RC=0
+VM_RC=0 CRASH_RC=0 POWERCUT_RC=0
+
+# powercut_stage RUN_DIR: run_powercut.sh on the run's kernel and initramfs.
+powercut_stage() {
+	local t0=$SECONDS
+	log "power-cut stage: ./run_powercut.sh --runs $POWERCUT_RUNS (log: $1/powercut.log)"
+	RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_powercut.sh" --runs "$POWERCUT_RUNS" \
+		--kernel "$1/bzImage" --initrd "$1/initramfs.cpio.gz" >"$1/powercut.log" 2>&1 || POWERCUT_RC=$?
+	log "power-cut stage: $(grep -a '^powercut: ' "$1/powercut.log" | tail -n1) in $((SECONDS - t0)) s"
+}
 
 main() {
 	local dir steps_log ok=0
 	ensure_packages "${PACKAGES[@]}"
+	if [ -n "$BUILD_ONLY" ]; then
+		mkdir -p "$BUILD_ONLY"
+		dir=$(cd "$BUILD_ONLY" && pwd)
+		with_build_lock build_all "$dir" "$dir/steps.log"
+		log "built: $dir/bzImage, $dir/payload, $dir/initramfs.cpio.gz"
+		return 0
+	fi
 	dir=$(new_run_dir selftests)
 	steps_log=$dir/steps.log
 	log "run folder: $dir (output of the steps: steps.log)"
@@ -409,6 +478,12 @@ main() {
 			--append "restriper.run=/selftests/run-in-guest.sh" "${APPEND[@]}" || VM_RC=$?
 	fi
 	[ "$RUN_CRASH" = 0 ] || crash_stage "$dir" "$steps_log"
+	if [ "$RUN_POWERCUT" = 1 ] && ! has_payload_prog "$POWERCUT_SUBDIR/$POWERCUT_PROG"; then
+		[ "$USER_PAYLOAD" = 1 ] || die "the payload has no $POWERCUT_SUBDIR/$POWERCUT_PROG (log: $steps_log)"
+		log "power-cut stage left out: no $POWERCUT_SUBDIR/$POWERCUT_PROG in the payload"
+		RUN_POWERCUT=0
+	fi
+	[ "$RUN_POWERCUT" = 0 ] || powercut_stage "$dir"
 	echo
 	summarize "$dir" >"$dir/summary.txt" || ok=1
 	cat "$dir/summary.txt"

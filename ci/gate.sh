@@ -26,10 +26,13 @@
 #        once the series has its KUnit option, every case passes
 #        (tools/testing/kunit/kunit.py run, $CACHE/build/kunit);
 #  3. ./run_selftests.sh at the tip: the full kernel in QEMU on real
-#     multi-device btrfs (kselftests/, btrfs-progs suite).
+#     multi-device btrfs (kselftests/ with the fuzzer, btrfs-progs suite,
+#     the crash stage, the power-cut stage).  Its kernel is built before
+#     step 2, and its VMs run in the background during step 2.
 # Prints a summary table; exits non-zero on any failure.  The summary ends
-# with "kunit: X passed, Y failed" (the tip) and "selftests: N passed, M
-# failed, K skipped".
+# with "kunit: X passed, Y failed" (the tip), "selftests: N passed, M
+# failed, K skipped", "powercut: N runs, M failed" and "fuzz: N calls, M
+# failed".
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -76,7 +79,7 @@ done
 ROWS=()
 FAILED=0
 KUNIT_LINE="kunit: 0 passed, 0 failed (not run)"
-SELFTESTS_LINE=
+SELFTESTS_LINE='' POWERCUT_LINE='' FUZZ_LINE=''
 row() { ROWS+=("$(printf '%-50.50s %-6s %-5s %-14s %s' "$@")"); }
 fail() { FAILED=1; }
 
@@ -88,6 +91,8 @@ print_summary() {
 	if [ "$FAILED" = 0 ]; then echo "GATE: PASS"; else echo "GATE: FAIL"; fi
 	echo "$KUNIT_LINE"
 	[ -z "$SELFTESTS_LINE" ] || echo "$SELFTESTS_LINE"
+	[ -z "$POWERCUT_LINE" ] || echo "$POWERCUT_LINE"
+	[ -z "$FUZZ_LINE" ] || echo "$FUZZ_LINE"
 }
 
 gate_make() { make -C "$TREE" O="$GATE_BUILD" -j"$JOBS" "$@"; }
@@ -306,16 +311,48 @@ only_kunit() {
 	KUNIT_LINE=$(kunit_summary "$log" | head -n1)
 }
 
-run_vm() {
-	local out rc=0
-	out=$(mktemp)
-	log "VM selftests at the series tip (./run_selftests.sh)"
-	bash "$RESTRIPER_ROOT/run_selftests.sh" 2>&1 | tee "$out" || rc=$?
-	SELFTESTS_LINE=$(grep -E '^selftests: [0-9]+ passed' "$out" | tail -n1 || true)
+# The VM stage runs beside the per-patch checks: its kernel, kselftests and
+# initramfs are built first, at the tip (the tree then moves from patch to
+# patch), and its VMs, which build nothing, run in the background, on the
+# core a patch's build leaves idle while it links, runs checkpatch or boots
+# KUnit.  One kernel build at a time all the same.
+VM_PID='' VM_OUT='' VM_DIR=$CACHE/gate-vm
+start_vm_stage() {
+	local log=$LOG_DIR/vm-build.log
+	rm -rf "$VM_DIR"
+	if ! step "VM stage: kernel, kselftests and initramfs at the series tip" "$log" \
+		bash "$RESTRIPER_ROOT/run_selftests.sh" --build-only "$VM_DIR"; then
+		row "VM selftests at the series tip" "-" "-" "-" "FAIL: no kernel or kselftests"
+		SELFTESTS_LINE="selftests: 0 passed, 1 failed, 0 skipped (nothing built)"
+		fail
+		return 0
+	fi
+	VM_OUT=$LOG_DIR/vm-stage.log
+	log "VM stage: running in the background (./run_selftests.sh --kernel ... --payload ...; log: $VM_OUT)"
+	# Slower beside the builds: the timeouts only catch hangs.
+	RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_selftests.sh" --timeout 2400 --crash-timeout 600 \
+		--kernel "$VM_DIR/bzImage" --payload "$VM_DIR/payload" >"$VM_OUT" 2>&1 &
+	VM_PID=$!
+}
+
+finish_vm_stage() {
+	local rc=0 t0=$SECONDS
+	[ -n "$VM_PID" ] || return 0
+	log "VM stage: waiting for it to end"
+	wait "$VM_PID" || rc=$?
+	log "VM stage: ended $((SECONDS - t0)) s after the patches (exit status $rc)"
+	sed -n '/^==================== selftests summary/,$p' "$VM_OUT"
+	SELFTESTS_LINE=$(grep -E '^selftests: [0-9]+ passed' "$VM_OUT" | tail -n1 || true)
+	POWERCUT_LINE=$(grep -E '^powercut: [0-9]+ runs' "$VM_OUT" | tail -n1 || true)
+	FUZZ_LINE=$(grep -E '^fuzz: [0-9]+ calls' "$VM_OUT" | tail -n1 || true)
 	row "VM selftests at the series tip" "-" "-" "-" "${SELFTESTS_LINE:-no result}"
 	[ -n "$SELFTESTS_LINE" ] || SELFTESTS_LINE="selftests: 0 passed, 1 failed, 0 skipped (no result)"
-	rm -f "$out"
-	[ "$rc" = 0 ] || fail
+	[ -n "$POWERCUT_LINE" ] || POWERCUT_LINE="powercut: 0 runs, 1 failed (no result)"
+	[ -n "$FUZZ_LINE" ] || FUZZ_LINE="fuzz: 0 calls, 1 failed (no result)"
+	if [ "$rc" != 0 ]; then
+		tail -n 30 "$VM_OUT" | sed 's/^/    | /'
+		fail
+	fi
 }
 
 gate() {
@@ -329,14 +366,13 @@ gate() {
 	fi
 	row "the series applies to the pinned base" "-" "-" "-" "ok"
 	check_kunit_copy
+	[ "$DO_VM" = 0 ] || start_vm_stage
 	if [ "$DO_PATCHES" = 1 ]; then
 		check_patches
 	elif [ "$DO_KUNIT" = 1 ]; then
 		only_kunit
 	fi
-	if [ "$DO_VM" = 1 ]; then
-		run_vm
-	fi
+	[ "$DO_VM" = 0 ] || finish_vm_stage
 	print_summary
 	[ "$FAILED" = 0 ]
 }

@@ -1690,18 +1690,26 @@ static void balance_item_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_item), 448);
 }
 
-/* Where the walks of a balance start, below its bound if it has one. */
+/*
+ * Where the walks of a balance start, below its bound if it has one, from
+ * the top for a convert.
+ */
 struct walk_first_case {
 	const char *name;
 	u64 bound;
+	u64 meta_flags;
 	u64 first;
 };
 
 static const struct walk_first_case walk_first_cases[] = {
-	{ "no bound (older item): from the top", 0, U64_MAX },
-	{ "bound at the end of a 1 GiB chunk", SZ_2G, SZ_2G - 1 },
-	{ "bound of a chunk at 0 of 1 byte", 1, 0 },
-	{ "bound at the top of the address space", U64_MAX, U64_MAX - 1 },
+	{ "no bound (older item): from the top", 0, 0, U64_MAX },
+	{ "bound at the end of a 1 GiB chunk", SZ_2G, 0, SZ_2G - 1 },
+	{ "bound of a chunk at 0 of 1 byte", 1, 0, 0 },
+	{ "bound at the top of the address space", U64_MAX, 0, U64_MAX - 1 },
+	{ "filters but no convert: below the bound", SZ_2G,
+	  BTRFS_BALANCE_ARGS_USAGE | BTRFS_BALANCE_ARGS_SOFT, SZ_2G - 1 },
+	{ "a convert of one type: from the top", SZ_2G,
+	  BTRFS_BALANCE_ARGS_CONVERT, U64_MAX },
 };
 
 static void walk_first_case_desc(const struct walk_first_case *p, char *desc)
@@ -1714,9 +1722,75 @@ KUNIT_ARRAY_PARAM(walk_first, walk_first_cases, walk_first_case_desc);
 static void walk_first_test(struct kunit *test)
 {
 	const struct walk_first_case *p = test->param_value;
-	const struct btrfs_balance_control bctl = { .bound = p->bound };
+	const struct btrfs_balance_control bctl = {
+		.flags = BTRFS_BALANCE_METADATA | BTRFS_BALANCE_SYSTEM,
+		.bound = p->bound,
+		.meta.flags = p->meta_flags,
+		.meta.target = BTRFS_BLOCK_GROUP_RAID1,
+	};
 
 	KUNIT_EXPECT_EQ(test, balance_walk_first(&bctl), p->first);
+}
+
+/*
+ * Which chunks a walk works on: those below the bound, and above it, for a
+ * convert, those without the target profile (allocated before the
+ * allocator knew the target).  The balance converts data to raid1 and
+ * balances metadata without a filter; system is not selected.
+ */
+struct chunk_is_work_case {
+	const char *name;
+	u64 bound;
+	u64 start;
+	u64 type;
+	bool work;
+};
+
+static const struct chunk_is_work_case chunk_is_work_cases[] = {
+	{ "no bound (older item): every chunk", 0, SZ_4G,
+	  BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP, true },
+	{ "just below the bound", SZ_2G, SZ_2G - SZ_1G,
+	  BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP, true },
+	{ "below the bound, target profile already", SZ_2G, 0,
+	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID1, true },
+	{ "at the bound, data single: not converted yet", SZ_2G, SZ_2G,
+	  BTRFS_BLOCK_GROUP_DATA, true },
+	{ "above the bound, data raid0: not converted yet", SZ_2G, SZ_4G,
+	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID0, true },
+	{ "above the bound, data raid1: a copy", SZ_2G, SZ_4G,
+	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID1, false },
+	{ "above the bound, mixed single: data args convert", SZ_2G, SZ_4G,
+	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_METADATA, true },
+	{ "above the bound, metadata dup: no convert", SZ_2G, SZ_4G,
+	  BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP, false },
+	{ "above the bound, system dup: not selected", SZ_2G, SZ_4G,
+	  BTRFS_BLOCK_GROUP_SYSTEM | BTRFS_BLOCK_GROUP_DUP, false },
+};
+
+static void chunk_is_work_case_desc(const struct chunk_is_work_case *p,
+				    char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(chunk_is_work, chunk_is_work_cases, chunk_is_work_case_desc);
+
+static void chunk_is_work_test(struct kunit *test)
+{
+	const struct chunk_is_work_case *p = test->param_value;
+	const struct btrfs_balance_control bctl = {
+		.flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA,
+		.bound = p->bound,
+		.data.flags = BTRFS_BALANCE_ARGS_CONVERT,
+		.data.target = BTRFS_BLOCK_GROUP_RAID1,
+	};
+	const struct btrfs_balance_chunk chunk = {
+		.start = p->start,
+		.length = SZ_1G,
+		.type = p->type,
+	};
+
+	KUNIT_EXPECT_EQ(test, balance_chunk_is_work(&bctl, &chunk), p->work);
 }
 
 /*
@@ -2002,6 +2076,7 @@ static struct kunit_case balance_requests_cases[] = {
 	KUNIT_CASE(args_to_cpu_test),
 	KUNIT_CASE(balance_item_layout_test),
 	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
+	KUNIT_CASE_PARAM(chunk_is_work_test, chunk_is_work_gen_params),
 	KUNIT_CASE(stat_restart_test),
 	KUNIT_CASE_PARAM(describe_test, describe_gen_params),
 	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),

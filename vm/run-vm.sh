@@ -13,6 +13,10 @@
 #   --kill-on STRING   kill QEMU (SIGKILL: no shutdown, nothing flushed by
 #                      the guest) as soon as a console line contains STRING;
 #                      the console up to there is in console.log
+#   --kill-count K     ... at the K-th console line containing STRING
+#                      (default 1)
+#   --kill-delay MS    ... MS milliseconds after that line (default 0); the
+#                      console is recorded until then
 #   --timeout SECS     kill QEMU after SECS seconds (default 900)
 #   --append ARGS      more kernel command line (repeatable), e.g.
 #                      "restriper.run=/selftests/demo-in-guest.sh"
@@ -47,7 +51,7 @@ set -euo pipefail
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
 KERNEL='' INITRD='' LOG='' DISKS=4 DISK_SIZE=1G TIMEOUT=900 MEM=2G CHECK=0
-DISK_DIR='' REUSE=0 KILL_ON=''
+DISK_DIR='' REUSE=0 KILL_ON='' KILL_COUNT=1 KILL_DELAY=0
 SHOW=guest
 [ "$VERBOSE" != 1 ] || SHOW=all
 ACCEL_MODE=${RESTRIPER_VM_ACCEL:-auto}
@@ -62,6 +66,8 @@ while [ $# -gt 0 ]; do
 	--disk-dir) DISK_DIR=$2; shift 2 ;;
 	--reuse-disks) REUSE=1; shift ;;
 	--kill-on) KILL_ON=$2; shift 2 ;;
+	--kill-count) KILL_COUNT=$2; shift 2 ;;
+	--kill-delay) KILL_DELAY=$2; shift 2 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--append) APPEND+=("$2"); shift 2 ;;
 	--mem) MEM=$2; shift 2 ;;
@@ -78,6 +84,8 @@ if [ -z "$KERNEL" ] || [ -z "$INITRD" ] || [ -z "$LOG" ]; then usage 2; fi
 [ -f "$INITRD" ] || die "no initramfs $INITRD"
 [[ "$DISKS" =~ ^([0-9]|1[0-9]|2[0-6])$ ]] || die "--disks: 0 to 26, not $DISKS"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout: seconds, not $TIMEOUT"
+[[ "$KILL_COUNT" =~ ^[1-9][0-9]*$ ]] || die "--kill-count: a number from 1, not $KILL_COUNT"
+[[ "$KILL_DELAY" =~ ^[0-9]+$ ]] || die "--kill-delay: milliseconds, not $KILL_DELAY"
 case "$SHOW" in all | guest | none) ;; *) die "--show: all, guest or none, not $SHOW" ;; esac
 
 ensure_packages qemu-system-x86 coreutils
@@ -151,7 +159,7 @@ echo >>"$LOG/qemu-cmdline.txt"
 log "booting $(basename "$KERNEL") with $DISKS x $DISK_SIZE disks, timeout ${TIMEOUT}s, accel $ACCEL"
 log "command line: $CMDLINE"
 [ "$REUSE" = 0 ] || log "disks: the images in $DISK_DIR as they are"
-[ -z "$KILL_ON" ] || log "QEMU is killed when the console shows \"$KILL_ON\""
+[ -z "$KILL_ON" ] || log "QEMU is killed $KILL_DELAY ms after console line $KILL_COUNT with \"$KILL_ON\""
 
 # --- run --------------------------------------------------------------------
 # show: the console as --show says, without the terminal control sequences
@@ -170,26 +178,34 @@ show() {
 	esac
 }
 
-# kill_on: pass the console through; at the first line with $KILL_ON, kill
-# QEMU at once (by the pid it wrote) and leave $KILLED_FILE as the record.
+# kill_on: pass the console through; KILL_DELAY ms after the KILL_COUNT-th
+# line with $KILL_ON, kill QEMU (by the pid it wrote) and leave $KILLED_FILE
+# as the record (with the console line number of the kill).
 kill_on() {
-	local line pid
+	local line pid seen=0 n=0
 	if [ -z "$KILL_ON" ]; then
 		cat
 		return
 	fi
 	while IFS= read -r line || [ -n "$line" ]; do
 		printf '%s\n' "$line"
+		n=$((n + 1))
 		[[ $line == *"$KILL_ON"* ]] || continue
+		seen=$((seen + 1))
+		[ "$seen" -ge "$KILL_COUNT" ] && break
+	done
+	[ "$seen" -ge "$KILL_COUNT" ] || return 0
+	(
+		[ "$KILL_DELAY" -eq 0 ] || sleep "$(awk -v ms="$KILL_DELAY" 'BEGIN { printf "%.3f", ms / 1000 }')"
 		pid=$(cat "$PIDFILE" 2>/dev/null || true)
 		if [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; then
-			: >"$KILLED_FILE"
+			echo "$n" >"$KILLED_FILE"
 		else
-			log "the console showed \"$KILL_ON\", but QEMU (pid '$pid') could not be killed"
+			log "the console showed \"$KILL_ON\", but QEMU (pid '$pid') could not be killed: it had ended"
 		fi
-		break
-	done
+	) &
 	cat
+	wait
 }
 
 # stdin from /dev/null: QEMU leaves the terminal alone and Ctrl-C stops it.
