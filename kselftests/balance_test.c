@@ -2005,4 +2005,81 @@ TEST_F_TIMEOUT(too_few_devices, convert_beyond_the_devices_is_einval, 60)
 	}
 }
 
+/* ---- A convert the devices cannot hold ---- */
+
+/*
+ * Three devices of 256 MiB filled with data until ENOSPC, then device 1
+ * grown to its whole disk: one device has unallocated space, two have
+ * none.  A forced convert of system to raid6 (3 devices at the least)
+ * passes the profile checks, but no raid6 chunk can be allocated: the
+ * first system allocation inside a transaction fails and aborts it
+ * (forced read-only) unless the request is refused up front.
+ */
+FIXTURE(full_devices) {
+	struct world w;
+};
+
+FIXTURE_SETUP(full_devices)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 3, .data = "single", .meta = "raid1", .size = "256M",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
+}
+
+FIXTURE_TEARDOWN(full_devices)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
+{
+	struct btrfs_ioctl_vol_args va = { .fd = 0 };
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	char path[PATH_SIZE];
+	struct chunk_list before, after;
+	__u64 *buf;
+	off_t off;
+	struct kmsg k;
+	int fd;
+
+	buf = calloc(1, SZ_1M);
+	ASSERT_NE(NULL, buf);
+	snprintf(path, sizeof(path), "%s/fill", w->env.mnt);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd);
+	for (off = 0; pwrite(fd, buf, SZ_1M, off) == (ssize_t)SZ_1M; off += SZ_1M)
+		ASSERT_GT(1024 * SZ_1M, (__u64)off)
+			TH_LOG("256 MiB devices took 1 GiB");
+	EXPECT_EQ(ENOSPC, errno);
+	close(fd);
+	free(buf);
+	ASSERT_EQ(0, syncfs(w->fd));
+	strcpy(va.name, "1:max");
+	ASSERT_EQ(0, xioctl(w->fd, BTRFS_IOC_RESIZE, &va));
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+
+	request(&a, BTRFS_BALANCE_SYSTEM | BTRFS_BALANCE_DATA |
+		BTRFS_BALANCE_FORCE, NULL);
+	a.sys.flags = BTRFS_BALANCE_ARGS_CONVERT;
+	a.sys.target = BTRFS_BLOCK_GROUP_RAID6;
+	a.data.flags = BTRFS_BALANCE_ARGS_LIMIT;
+	a.data.limit = 1;
+	ASSERT_EQ(0, kmsg_start(&k));
+	EXPECT_EQ(-ENOSPC, balance_v2(w->fd, &a));
+	EXPECT_EQ(1, kmsg_contains(&k, "balance: cannot convert system to raid6: it needs 3 devices with unallocated space, only 1 of 3 have some\n"))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
+	kmsg_end(&k);
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
+	EXPECT_EQ(0, balance_item_present(w->fd));
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	EXPECT_EQ(before.n, after.n);
+	/* Still writable: nothing aborted. */
+	EXPECT_EQ(0, unlink(path));
+	EXPECT_EQ(0, syncfs(w->fd));
+}
+
 TEST_HARNESS_MAIN

@@ -1298,11 +1298,20 @@ static void reduces_redundancy_test(struct kunit *test)
 #define BAD(_name, _why, _fs, ...)					\
 	{ .name = _name, .bctl = { __VA_ARGS__ }, .fs = _fs,		\
 	  .ret = -EINVAL, .why = _why }
+#define NOSPC(_name, _why, _fs, ...)					\
+	{ .name = _name, .bctl = { __VA_ARGS__ }, .fs = _fs,		\
+	  .ret = -ENOSPC, .why = _why }
 /* The first problem found is reported, not a later one. */
 #define FIRST(_name, _why, _not_why, _fs, ...)				\
 	{ .name = _name, .bctl = { __VA_ARGS__ }, .fs = _fs,		\
 	  .ret = -EINVAL, .why = _why, .not_why = _not_why }
 #define ONE_DEV		FS(1, B_SINGLE, B_DUP, B_DUP)
+/* @_n rw devices, @_full of them without unallocated space */
+#define FULL_FS(_n, _full)						\
+	{ .rw_devices = _n, .rw_devices_full = _full,			\
+	  .avail_data_alloc_bits = B_SINGLE,				\
+	  .avail_metadata_alloc_bits = B_RAID1,			\
+	  .avail_system_alloc_bits = B_RAID1 }
 #define RAID1_FS(_n)	FS(_n, B_SINGLE, B_RAID1, B_RAID1)
 #define MIXED_FS(_n)	{ .rw_devices = _n, .mixed = true }
 #define BAD_CONVERT(name)	"invalid convert " name " profile"
@@ -1449,8 +1458,9 @@ static const struct request_case request_cases[] = {
 	    DATA_TO(B_RAID6)),
 	BAD("data to anything with no rw device", BAD_CONVERT("data"),
 	    FS(0, B_SINGLE, B_DUP, B_DUP), DATA_TO(B_DUP)),
-	OK("data to single with no rw device", FS(0, B_SINGLE, B_DUP, B_DUP),
-	   DATA_TO(B_SINGLE)),
+	/* A valid profile, but no device to put a chunk on. */
+	NOSPC("data to single with no rw device", "needs 1 devices",
+	      FS(0, B_SINGLE, B_DUP, B_DUP), DATA_TO(B_SINGLE)),
 	BAD("data to raid0|raid1", BAD_CONVERT("data"), RAID1_FS(4),
 	    DATA_TO(B_RAID0 | B_RAID1)),
 	BAD("data to chunk-format single", BAD_CONVERT("data"), ONE_DEV,
@@ -1478,6 +1488,28 @@ static const struct request_case request_cases[] = {
 	FIRST("convert before redundancy", BAD_CONVERT("data"), "redundancy",
 	      RAID1_FS(2), .flags = T_DATA | T_SYS,
 	      .data = CONVERT_TO(B_RAID1C4), .sys = CONVERT_TO(B_SINGLE)),
+	NOSPC("system to raid6, 2 of 3 devices full",
+	      "cannot convert system to raid6: it needs 3 devices with unallocated space, only 1 of 3 have some",
+	      FULL_FS(3, 2), .flags = T_SYS | BTRFS_BALANCE_FORCE,
+	      .sys = CONVERT_TO(B_RAID6)),
+	OK("system to raid6, every device with space", FULL_FS(3, 0),
+	   .flags = T_SYS | BTRFS_BALANCE_FORCE, .sys = CONVERT_TO(B_RAID6)),
+	NOSPC("metadata to raid1c3, 1 of 3 devices full",
+	      "cannot convert metadata to raid1c3: it needs 3 devices",
+	      FULL_FS(3, 1), META_TO(B_RAID1C3)),
+	OK("metadata to raid1, 1 of 3 devices full: 2 are enough",
+	   FULL_FS(3, 1), META_TO(B_RAID1)),
+	NOSPC("data to single, every device full",
+	      "cannot convert data to single: it needs 1 devices", FULL_FS(2, 2),
+	      DATA_TO(B_SINGLE)),
+	OK("no convert, every device full: usage filter", FULL_FS(2, 2),
+	   .flags = T_DATA, .data = USAGE_OF(50)),
+	NOSPC("data to dup, the only device full", "data to dup",
+	      FULL_FS(1, 1), DATA_TO(B_DUP)),
+	OK("data raid10 with 2 of 4 full: devs_min 2", FULL_FS(4, 2),
+	   DATA_TO(B_RAID10)),
+	FIRST("redundancy before space", REDUCES, "cannot convert",
+	      FULL_FS(2, 2), META_TO(B_SINGLE)),
 };
 
 KUNIT_ARRAY_PARAM(request, request_cases, request_case_desc);
