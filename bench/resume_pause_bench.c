@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * resume_pause_bench: what an interrupted balance costs on the running
- * kernel, measured on fresh btrfs filesystems on the VM's virtio disks.
+ * kernel, and how fast a balance runs, measured on fresh btrfs filesystems
+ * on the VM's virtio disks.
  * Run by bench/run.sh in the guest, once on the series and once on the
  * unpatched base kernel (the same program, the same layouts).
  *
@@ -31,16 +32,42 @@
  *    before it tries again.  A trial whose block group was done before the
  *    pause was requested (another relocation started meanwhile) does not
  *    count, and is reported.
+ * 3. "throughput": the balance's speed against a raw copy of the same bytes
+ *    on the same virtual disks.  Data single on 2 devices (default
+ *    /dev/vda and /dev/vdb, mkfs -b 6G), metadata raid1, --tput-mib MiB of
+ *    pattern files (default 512, files of 64 MiB).  Each of --tput-trials
+ *    trials (default 5), with the page cache dropped before each step:
+ *    (a) with the filesystem unmounted, the raw copies: the used part of
+ *        every data chunk, read with O_DIRECT at its place on its device,
+ *        written with O_DIRECT to a scratch region past the filesystem
+ *        (1 GiB after its end), once to the other device ("raw1", what a
+ *        balance of single data does: one read, one write per byte) and
+ *        once to each device ("raw2", what a convert to raid1 does: one
+ *        read, two writes), blocks of 1 MiB, one reader thread and one
+ *        writer thread per target through a ring of 16 buffers, fsync
+ *        inside the time;
+ *    (b) mounted again: a full balance (DATA | METADATA | SYSTEM, no
+ *        filters), MiB/s = data bytes used in the chunks before it / the
+ *        time of the ioctl (the few MiB of metadata it relocates too are
+ *        not counted: the figure errs low);
+ *    (c) a convert of the data to raid1 (MiB/s of data converted), then
+ *        back to single (timed too).
+ *    Each figure's median over the trials, and the ratios balance/raw1 and
+ *    convert/raw2.  Checked: no chunk survives a full balance, every data
+ *    chunk has the profile asked for, and the files at the end.
  *
  * Output: "# ..." lines for a reader, and machine-readable
  *   RESULT kernel=<label> metric=<name> value=<number>
  * lines; "BENCH DONE status=<n>" at the end.  Exit status 0 when every
  * part ran (whatever the numbers), 1 otherwise.
  *
- *   resume_pause_bench [--kernel LABEL] [--only resume|pause]
+ *   resume_pause_bench [--kernel LABEL] [--only PART[,PART...]]
  *       [--resume-devs DEV1,DEV2] [--resume-dev-size SIZE] [--chunks N]
  *       [--pause-dev DEV] [--data-mib MIB] [--trials N] [--delay MS]
  *       [--min-used MIB] [--timeout SECS]
+ *       [--tput-devs DEV1,DEV2] [--tput-dev-size SIZE] [--tput-mib MIB]
+ *       [--tput-trials N]
+ *   (parts: resume, pause, throughput; default all three)
  *
  * Build: gcc -static -O2 -Wall -Wextra -I kselftests -o ... resume_pause_bench.c -lpthread
  */
@@ -99,8 +126,21 @@ static struct {
 	unsigned int delay_ms;
 	unsigned int min_used_mib;
 	unsigned int timeout_s;
+	int do_tput;
+	char tput_devs[2][128];
+	const char *tput_mnt;
+	const char *tput_dev_size;
+	unsigned int tput_mib;		/* pattern data written (throughput) */
+	unsigned int tput_file_mib;
+	unsigned int tput_trials;
 } opt = {
-	.do_resume = 1, .do_pause = 1,
+	.do_resume = 1, .do_pause = 1, .do_tput = 1,
+	.tput_devs = { "/dev/vda", "/dev/vdb" },
+	.tput_mnt = "/mnt/bench-tput",
+	.tput_dev_size = "6G",
+	.tput_mib = 512,
+	.tput_file_mib = 64,
+	.tput_trials = 5,
 	.resume_devs = { "/dev/vda", "/dev/vdb" },
 	.resume_mnt = "/mnt/bench-resume",
 	.resume_dev_size = "4G",
@@ -204,16 +244,24 @@ static int reloc_line(const char *msg, __u64 *start)
 	return 1;
 }
 
-/* Relocation starts logged in lines [from, to) into @starts (max @max). */
+/*
+ * Relocation starts logged in lines [from, to) into @starts (max @max);
+ * with @starts NULL, how many there are.
+ */
 static int relocs_between(const struct klog *k, int from, int to,
 			  __u64 *starts, int max)
 {
 	int i, n = 0;
 	__u64 s;
 
-	for (i = from; i < to; i++)
-		if (reloc_line(k->v[i].msg, &s) && n < max)
+	for (i = from; i < to; i++) {
+		if (!reloc_line(k->v[i].msg, &s))
+			continue;
+		if (!starts)
+			n++;
+		else if (n < max)
 			starts[n++] = s;
+	}
 	return n;
 }
 
@@ -1138,16 +1186,627 @@ out_umount:
 	return ret;
 }
 
+/* ---- 3. Throughput: balance, convert, and a raw copy of the same bytes ---- */
+
+/*
+ * The raw copy: the bytes a balance reads (the used part of each data
+ * chunk, at its place on its device) copied with O_DIRECT in blocks of
+ * RAW_BLOCK to a scratch region past the filesystem, on the other device
+ * (one copy, as a balance of single data writes) or on both devices (two
+ * copies, as a convert to raid1 writes).  One thread reads, one thread per
+ * target writes, through a ring of RAW_NBUF buffers: the reads and the
+ * writes overlap, as the kernel's do.  Each target is fsynced at the end,
+ * inside the time.
+ */
+#define RAW_BLOCK	SZ_1M
+#define RAW_NBUF	16
+
+struct raw_extent {
+	int src;		/* index of the source device */
+	__u64 offset;		/* physical, on it */
+	__u64 length;		/* multiple of RAW_BLOCK */
+};
+
+struct raw_copy {
+	int ndst;
+	int src_fd[2];
+	int dst_fd[2];
+	__u64 dst_off;		/* scratch region on every target */
+	unsigned char *buf[RAW_NBUF];
+	__u64 pos[RAW_NBUF];	/* where block n % RAW_NBUF goes on the targets */
+	int dst1[RAW_NBUF];	/* one copy: the target of block n % RAW_NBUF */
+	__u64 nblocks, produced, consumed[2];
+	int err;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+struct raw_writer {
+	struct raw_copy *rc;
+	int w;
+};
+
+static void *raw_writer_fn(void *arg)
+{
+	struct raw_writer *wr = arg;
+	struct raw_copy *rc = wr->rc;
+	__u64 n;
+
+	for (n = 0; n < rc->nblocks; n++) {
+		int slot = n % RAW_NBUF, err = 0;
+
+		pthread_mutex_lock(&rc->lock);
+		while (rc->produced <= n && !rc->err)
+			pthread_cond_wait(&rc->cond, &rc->lock);
+		err = rc->err;
+		pthread_mutex_unlock(&rc->lock);
+		if (err)
+			break;
+		if (pwrite(rc->dst_fd[rc->ndst == 1 ? rc->dst1[slot] : wr->w],
+			   rc->buf[slot], RAW_BLOCK,
+			   rc->dst_off + rc->pos[slot]) != (ssize_t)RAW_BLOCK)
+			err = errno ? -errno : -EIO;
+		pthread_mutex_lock(&rc->lock);
+		if (err && !rc->err)
+			rc->err = err;
+		rc->consumed[wr->w] = n + 1;
+		pthread_cond_broadcast(&rc->cond);
+		pthread_mutex_unlock(&rc->lock);
+		if (err)
+			break;
+	}
+	/* One copy went to both devices, block by block. */
+	for (n = 0; n < 2; n++) {
+		int fd = rc->ndst == 1 ? rc->dst_fd[n] : rc->dst_fd[wr->w];
+
+		if ((rc->ndst == 1 || n == 0) && fsync(fd)) {
+			pthread_mutex_lock(&rc->lock);
+			if (!rc->err)
+				rc->err = -errno;
+			pthread_mutex_unlock(&rc->lock);
+		}
+	}
+	return NULL;
+}
+
+static __u64 raw_min_consumed(const struct raw_copy *rc)
+{
+	__u64 m = rc->consumed[0];
+	int w;
+
+	for (w = 1; w < rc->ndst; w++)
+		if (rc->consumed[w] < m)
+			m = rc->consumed[w];
+	return m;
+}
+
+/* Copy @ext[0..n) to the scratch region of @ndst targets; the seconds taken. */
+static int raw_copy(char devs[2][128], const struct raw_extent *ext, int n,
+		    int ndst, __u64 scratch, double *seconds)
+{
+	struct raw_copy *rc = calloc(1, sizeof(*rc));
+	struct raw_writer wr[2];
+	pthread_t tid[2];
+	__u64 b, done = 0;
+	int i, e, ret = 0, started = 0;
+	double t0;
+
+	if (!rc)
+		return -ENOMEM;
+	pthread_mutex_init(&rc->lock, NULL);
+	pthread_cond_init(&rc->cond, NULL);
+	rc->ndst = ndst;
+	rc->dst_off = scratch;
+	for (i = 0; i < 2; i++)
+		rc->src_fd[i] = rc->dst_fd[i] = -1;
+	for (i = 0; i < 2; i++) {
+		rc->src_fd[i] = open(devs[i], O_RDONLY | O_DIRECT);
+		rc->dst_fd[i] = open(devs[i], O_WRONLY | O_DIRECT);
+		if (rc->src_fd[i] < 0 || rc->dst_fd[i] < 0) {
+			ret = -errno;
+			note("raw copy: open %s: %s", devs[i], strerror(-ret));
+			goto out;
+		}
+	}
+	for (i = 0; i < RAW_NBUF; i++) {
+		if (posix_memalign((void **)&rc->buf[i], 4096, RAW_BLOCK)) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		memset(rc->buf[i], 0, RAW_BLOCK);
+	}
+	for (e = 0; e < n; e++)
+		rc->nblocks += ext[e].length / RAW_BLOCK;
+
+	t0 = now_s();
+	for (i = 0; i < ndst; i++) {
+		wr[i].rc = rc;
+		wr[i].w = i;
+		if (pthread_create(&tid[i], NULL, raw_writer_fn, &wr[i])) {
+			rc->err = -EAGAIN;
+			break;
+		}
+		started++;
+	}
+	b = 0;
+	for (e = 0; e < n && !rc->err; e++) {
+		__u64 off;
+
+		for (off = 0; off < ext[e].length; off += RAW_BLOCK, b++) {
+			int slot = b % RAW_NBUF, err = 0;
+
+			pthread_mutex_lock(&rc->lock);
+			while (b - raw_min_consumed(rc) >= RAW_NBUF && !rc->err)
+				pthread_cond_wait(&rc->cond, &rc->lock);
+			err = rc->err;
+			pthread_mutex_unlock(&rc->lock);
+			if (err)
+				break;
+			if (pread(rc->src_fd[ext[e].src], rc->buf[slot], RAW_BLOCK,
+				  ext[e].offset + off) != (ssize_t)RAW_BLOCK)
+				err = errno ? -errno : -EIO;
+			pthread_mutex_lock(&rc->lock);
+			if (err && !rc->err)
+				rc->err = err;
+			rc->pos[slot] = done;
+			/* One copy: to the device the extent is not on. */
+			rc->dst1[slot] = 1 - ext[e].src;
+			rc->produced = b + 1;
+			pthread_cond_broadcast(&rc->cond);
+			pthread_mutex_unlock(&rc->lock);
+			done += RAW_BLOCK;
+		}
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	*seconds = now_s() - t0;
+	ret = rc->err;
+out:
+	for (i = 0; i < 2; i++) {
+		if (rc->src_fd[i] >= 0)
+			close(rc->src_fd[i]);
+		if (rc->dst_fd[i] >= 0)
+			close(rc->dst_fd[i]);
+	}
+	for (i = 0; i < RAW_NBUF; i++)
+		free(rc->buf[i]);
+	pthread_mutex_destroy(&rc->lock);
+	pthread_cond_destroy(&rc->cond);
+	free(rc);
+	return ret;
+}
+
+static int parse_size(const char *s, __u64 *out)
+{
+	char *end;
+	__u64 v = strtoull(s, &end, 10);
+
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	case 't': case 'T': v <<= 40; end++; break;
+	}
+	if (end == s || *end || !v)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int dev_size(const char *dev, __u64 *size)
+{
+	int fd = open(dev, O_RDONLY);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, BLKGETSIZE64, size))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static double median_of(const double *v, int n)
+{
+	double s[64];
+	int i;
+
+	if (n <= 0)
+		return 0;
+	if (n > 64)
+		n = 64;
+	for (i = 0; i < n; i++)
+		s[i] = v[i];
+	qsort(s, n, sizeof(s[0]), cmp_double);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/*
+ * The used part of each data chunk (single: one stripe), rounded up to
+ * RAW_BLOCK, as extents of the raw copy; *@bytes: the sum of @used.
+ */
+static int tput_extents(const struct chunk_list *l, struct raw_extent *ext,
+			__u64 *used, __u64 *copied)
+{
+	int i, n = 0;
+
+	*used = *copied = 0;
+	for (i = 0; i < l->n; i++) {
+		const struct chunk *c = &l->c[i];
+		__u64 len;
+
+		if (!(c->type & BTRFS_BLOCK_GROUP_DATA) || !c->used)
+			continue;
+		if (c->num_stripes != 1 || c->stripes[0].devid < 1 ||
+		    c->stripes[0].devid > 2) {
+			note("raw copy: data chunk %llu is %s on %u stripes: want single on devid 1 or 2",
+			     (unsigned long long)c->start, chunk_kind(c->type),
+			     c->num_stripes);
+			return -EINVAL;
+		}
+		len = (c->used + RAW_BLOCK - 1) / RAW_BLOCK * RAW_BLOCK;
+		if (len > c->length)
+			len = c->length;
+		ext[n].src = c->stripes[0].devid - 1;
+		ext[n].offset = c->stripes[0].offset;
+		ext[n].length = len;
+		*used += c->used;
+		*copied += len;
+		n++;
+	}
+	return n;
+}
+
+static __u64 data_used(const struct chunk_list *l, __u64 profile_want, int *other)
+{
+	__u64 sum = 0;
+	int i;
+
+	*other = 0;
+	for (i = 0; i < l->n; i++) {
+		if (!(l->c[i].type & BTRFS_BLOCK_GROUP_DATA))
+			continue;
+		sum += l->c[i].used;
+		if (chunk_profile(l->c[i].type) != profile_want)
+			(*other)++;
+	}
+	return sum;
+}
+
+struct tput_fs {
+	struct test_env env;
+	char dir[PATH_MAX];
+	int fd;
+	int nfiles;
+	__u64 file_size;
+};
+
+static int tput_mount(struct tput_fs *t)
+{
+	int ret = mount_fs(&t->env, 2, 0, NULL);
+
+	if (ret)
+		return ret;
+	t->fd = open_dir(t->env.mnt);
+	return t->fd < 0 ? t->fd : 0;
+}
+
+static int tput_umount(struct tput_fs *t)
+{
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+	return umount_fs(t->env.mnt);
+}
+
+/* A balance of @args timed, with cold caches; the relocations it logged. */
+static int timed_balance(struct tput_fs *t, struct klog *k,
+			 struct btrfs_ioctl_balance_args *args, double *seconds,
+			 int *relocs)
+{
+	int ret, from;
+	double t0;
+
+	ret = drop_page_cache();
+	if (ret)
+		return ret;
+	klog_poll(k);
+	from = k->n;
+	t0 = now_s();
+	ret = balance_v2(t->fd, args);
+	*seconds = now_s() - t0;
+	klog_poll(k);
+	*relocs = relocs_between(k, from, k->n, NULL, 0);
+	return ret;
+}
+
+static int tput_bench(void)
+{
+	struct btrfs_ioctl_balance_args args;
+	struct raw_extent ext[MAX_CHUNKS];
+	struct chunk_list *before, *after;
+	struct tput_fs *t;
+	struct klog k = { .fd = -1 };
+	double bal[64], conv[64], back[64], raw1[64], raw2[64];
+	double bal_s[64], conv_s[64];
+	__u64 fs_size, size[2], scratch, used, copied, mib_files;
+	int nrel_bal[64], nrel_conv[64];
+	int ntr = opt.tput_trials, tr, i, ret, other, left = 0, bad_profile = 0;
+	int checked, n;
+	char *devs[2];
+
+	if (ntr < 1 || ntr > 64)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	before = calloc(1, sizeof(*before));
+	after = calloc(1, sizeof(*after));
+	if (!t || !before || !after)
+		return -ENOMEM;
+	t->fd = -1;
+	t->env.ndevs = 2;
+	for (i = 0; i < 2; i++) {
+		snprintf(t->env.devs[i], sizeof(t->env.devs[i]), "%s", opt.tput_devs[i]);
+		devs[i] = t->env.devs[i];
+	}
+	snprintf(t->env.mnt, sizeof(t->env.mnt), "%s", opt.tput_mnt);
+	snprintf(t->dir, sizeof(t->dir), "%s/t", opt.tput_mnt);
+	t->file_size = (__u64)opt.tput_file_mib * SZ_1M;
+	mkdir(t->env.mnt, 0755);
+
+	ret = parse_size(opt.tput_dev_size, &fs_size);
+	if (ret) {
+		note("--tput-dev-size %s: not a size", opt.tput_dev_size);
+		goto out_free;
+	}
+	/* The scratch region of the raw copy: 1 GiB past the filesystem. */
+	scratch = fs_size + SZ_1G;
+	for (i = 0; i < 2; i++) {
+		ret = dev_size(devs[i], &size[i]);
+		if (ret) {
+			note("%s: %s", devs[i], strerror(-ret));
+			goto out_free;
+		}
+		if (scratch + (__u64)opt.tput_mib * SZ_1M + SZ_1G > size[i]) {
+			note("%s: %llu MiB, too small for a filesystem of %s, 1 GiB, and a scratch region of %u MiB + 1 GiB",
+			     devs[i], (unsigned long long)(size[i] / SZ_1M),
+			     opt.tput_dev_size, opt.tput_mib);
+			ret = -ENOSPC;
+			goto out_free;
+		}
+	}
+
+	note("throughput: mkfs -d single -m raid1 -b %s on %s %s; raw copies to offset %llu MiB of the devices",
+	     opt.tput_dev_size, devs[0], devs[1], (unsigned long long)(scratch / SZ_1M));
+	ret = mkfs(devs, 2, "single", "raid1", opt.tput_dev_size);
+	if (ret) {
+		ret = ret > 0 ? -EIO : ret;
+		goto out_free;
+	}
+	ret = tput_mount(t);
+	if (ret || mkdir(t->dir, 0755)) {
+		ret = ret ? ret : -errno;
+		note("mount: %s", strerror(-ret));
+		goto out_free;
+	}
+	{
+		double t0 = now_s();
+
+		for (mib_files = 0; mib_files < opt.tput_mib; mib_files += opt.tput_file_mib) {
+			ret = write_pattern_file(t->dir, t->nfiles, t->file_size);
+			if (ret) {
+				note("writing file %d: %s", t->nfiles, strerror(-ret));
+				goto out_umount;
+			}
+			t->nfiles++;
+		}
+		if (syncfs(t->fd)) {
+			ret = -errno;
+			goto out_umount;
+		}
+		note("%d pattern files of %u MiB written in %.1f s", t->nfiles,
+		     opt.tput_file_mib, now_s() - t0);
+	}
+	ret = klog_open(&k);
+	if (ret)
+		goto out_umount;
+
+	for (tr = 0; tr < ntr; tr++) {
+		double s;
+
+		/* The chunks as they are now: what the raw copies copy. */
+		ret = read_chunks(t->fd, before);
+		if (ret)
+			goto out_umount;
+		if (tr == 0)
+			print_chunks("chunks at the start", before, NULL);
+		n = tput_extents(before, ext, &used, &copied);
+		if (n < 0) {
+			ret = n;
+			goto out_umount;
+		}
+		/* The raw copies, with the filesystem unmounted. */
+		ret = tput_umount(t);
+		if (!ret)
+			ret = drop_page_cache();
+		if (!ret)
+			ret = raw_copy(t->env.devs, ext, n, 1, scratch, &s);
+		if (ret) {
+			note("raw copy (one copy): %s", strerror(-ret));
+			goto out_free;
+		}
+		raw1[tr] = mib(copied) / s;
+		ret = drop_page_cache();
+		if (!ret)
+			ret = raw_copy(t->env.devs, ext, n, 2, scratch, &s);
+		if (ret) {
+			note("raw copy (two copies): %s", strerror(-ret));
+			goto out_free;
+		}
+		raw2[tr] = mib(copied) / s;
+		ret = tput_mount(t);
+		if (ret) {
+			note("mount: %s", strerror(-ret));
+			goto out_free;
+		}
+
+		/* A full balance. */
+		memset(&args, 0, sizeof(args));
+		args.flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA |
+			     BTRFS_BALANCE_SYSTEM;
+		ret = timed_balance(t, &k, &args, &bal_s[tr], &nrel_bal[tr]);
+		if (ret) {
+			note("full balance: %s", strerror(-ret));
+			goto out_umount;
+		}
+		bal[tr] = mib(used) / bal_s[tr];
+		ret = read_chunks(t->fd, after);
+		if (ret)
+			goto out_umount;
+		for (i = 0; i < before->n; i++)
+			if (find_same(after, &before->c[i]) >= 0)
+				left++;
+
+		/* Convert data to raid1. */
+		used = data_used(after, BTRFS_AVAIL_ALLOC_BIT_SINGLE, &other);
+		memset(&args, 0, sizeof(args));
+		args.flags = BTRFS_BALANCE_DATA;
+		args.data.flags = BTRFS_BALANCE_ARGS_CONVERT;
+		args.data.target = BTRFS_BLOCK_GROUP_RAID1;
+		ret = timed_balance(t, &k, &args, &conv_s[tr], &nrel_conv[tr]);
+		if (ret) {
+			note("convert to raid1: %s", strerror(-ret));
+			goto out_umount;
+		}
+		conv[tr] = mib(used) / conv_s[tr];
+		ret = read_chunks(t->fd, after);
+		if (ret)
+			goto out_umount;
+		data_used(after, BTRFS_BLOCK_GROUP_RAID1, &other);
+		bad_profile += other;
+
+		/* And back to single (timed too, for the record). */
+		memset(&args, 0, sizeof(args));
+		args.flags = BTRFS_BALANCE_DATA;
+		args.data.flags = BTRFS_BALANCE_ARGS_CONVERT;
+		args.data.target = BTRFS_AVAIL_ALLOC_BIT_SINGLE;
+		ret = timed_balance(t, &k, &args, &s, &i);
+		if (ret) {
+			note("convert back to single: %s", strerror(-ret));
+			goto out_umount;
+		}
+		back[tr] = mib(used) / s;
+		ret = read_chunks(t->fd, after);
+		if (ret)
+			goto out_umount;
+		data_used(after, BTRFS_AVAIL_ALLOC_BIT_SINGLE, &other);
+		bad_profile += other;
+
+		note("trial %d: raw copy %.0f MiB: one copy %.1f MiB/s, two copies %.1f MiB/s; full balance of %.0f MiB of data: %.1f s, %.1f MiB/s (%d relocations); convert to raid1: %.1f s, %.1f MiB/s (%d relocations); back to single: %.1f MiB/s",
+		     tr + 1, mib(copied), raw1[tr], raw2[tr], mib(used), bal_s[tr],
+		     bal[tr], nrel_bal[tr], conv_s[tr], conv[tr], nrel_conv[tr], back[tr]);
+	}
+	if (k.lost)
+		note("WARNING: %d kernel log records were overwritten before they were read", k.lost);
+	if (left)
+		note("WARNING: %d chunk(s) were still there after a full balance", left);
+	if (bad_profile)
+		note("WARNING: %d data chunk(s) did not have the profile a convert asked for", bad_profile);
+	print_chunks("chunks at the end", after, NULL);
+
+	for (tr = 0; tr < ntr; tr++) {
+		char name[64];
+
+#define TRIAL(fmt, metric, val) do {					\
+		snprintf(name, sizeof(name), "%s_%d", metric, tr + 1);	\
+		result(name, fmt, val);					\
+	} while (0)
+		TRIAL("%.1f", "tput_balance_mibps", bal[tr]);
+		TRIAL("%.1f", "tput_convert_mibps", conv[tr]);
+		TRIAL("%.1f", "tput_convert_back_mibps", back[tr]);
+		TRIAL("%.1f", "tput_raw1_mibps", raw1[tr]);
+		TRIAL("%.1f", "tput_raw2_mibps", raw2[tr]);
+		TRIAL("%.2f", "tput_balance_seconds", bal_s[tr]);
+		TRIAL("%.2f", "tput_convert_seconds", conv_s[tr]);
+#undef TRIAL
+	}
+	result("tput_trials", "%d", ntr);
+	result("tput_data_mib", "%.0f", mib(used));
+	result("tput_raw_mib", "%.0f", mib(copied));
+	result("tput_balance_mibps_median", "%.1f", median_of(bal, ntr));
+	result("tput_convert_mibps_median", "%.1f", median_of(conv, ntr));
+	result("tput_convert_back_mibps_median", "%.1f", median_of(back, ntr));
+	result("tput_raw1_mibps_median", "%.1f", median_of(raw1, ntr));
+	result("tput_raw2_mibps_median", "%.1f", median_of(raw2, ntr));
+	result("tput_balance_of_raw1", "%.3f", median_of(bal, ntr) / median_of(raw1, ntr));
+	result("tput_convert_of_raw2", "%.3f", median_of(conv, ntr) / median_of(raw2, ntr));
+	result("tput_balance_relocations", "%d", nrel_bal[0]);
+	result("tput_convert_relocations", "%d", nrel_conv[0]);
+	result("tput_chunks_left_by_balance", "%d", left);
+	result("tput_chunks_wrong_profile", "%d", bad_profile);
+
+	ret = verify_files(t->dir, t->nfiles, NULL, t->file_size, &checked);
+	note("files: %d of %u MiB verified: %s", checked, opt.tput_file_mib,
+	     ret ? "MISMATCH" : "all match");
+	result("tput_files_verified", "%d", ret ? 0 : 1);
+	if (!ret && (left || bad_profile))
+		ret = -EUCLEAN;
+out_umount:
+	if (t->fd >= 0) {
+		i = tput_umount(t);
+		if (i)
+			note("umount %s: %s", t->env.mnt, strerror(-i));
+	}
+out_free:
+	klog_close(&k);
+	free(t);
+	free(before);
+	free(after);
+	return ret;
+}
+
 /* ---- main ---- */
 
 static void usage(int status)
 {
 	fprintf(status ? stderr : stdout,
-		"usage: resume_pause_bench [--kernel LABEL] [--only resume|pause]\n"
+		"usage: resume_pause_bench [--kernel LABEL] [--only PART[,PART...]]\n"
+		"    (parts: resume, pause, throughput; default all three)\n"
 		"    [--resume-devs DEV1,DEV2] [--resume-dev-size SIZE] [--chunks N]\n"
 		"    [--pause-dev DEV] [--data-mib MIB] [--trials N] [--delay MS]\n"
-		"    [--min-used MIB] [--timeout SECS]\n");
+		"    [--min-used MIB] [--timeout SECS]\n"
+		"    [--tput-devs DEV1,DEV2] [--tput-dev-size SIZE] [--tput-mib MIB]\n"
+		"    [--tput-trials N]\n");
 	exit(status);
+}
+
+/* "A,B" into two device names. */
+static void two_devs(char *arg, char devs[2][128])
+{
+	char *comma = strchr(arg, ',');
+
+	if (!comma)
+		usage(2);
+	*comma = '\0';
+	snprintf(devs[0], sizeof(devs[0]), "%s", arg);
+	snprintf(devs[1], sizeof(devs[1]), "%s", comma + 1);
+}
+
+/* --only: a comma-separated list of parts. */
+static void only_parts(char *arg)
+{
+	char *tok, *save;
+
+	opt.do_resume = opt.do_pause = opt.do_tput = 0;
+	for (tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "resume"))
+			opt.do_resume = 1;
+		else if (!strcmp(tok, "pause"))
+			opt.do_pause = 1;
+		else if (!strcmp(tok, "throughput"))
+			opt.do_tput = 1;
+		else
+			usage(2);
+	}
 }
 
 int main(int argc, char **argv)
@@ -1164,6 +1823,10 @@ int main(int argc, char **argv)
 		{ "delay", required_argument, NULL, 'D' },
 		{ "min-used", required_argument, NULL, 'm' },
 		{ "timeout", required_argument, NULL, 'T' },
+		{ "tput-devs", required_argument, NULL, 'X' },
+		{ "tput-dev-size", required_argument, NULL, 'S' },
+		{ "tput-mib", required_argument, NULL, 'M' },
+		{ "tput-trials", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1174,22 +1837,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k': label = optarg; break;
-		case 'o':
-			opt.do_resume = !strcmp(optarg, "resume");
-			opt.do_pause = !strcmp(optarg, "pause");
-			if (!opt.do_resume && !opt.do_pause)
-				usage(2);
-			break;
-		case 'r': {
-			char *comma = strchr(optarg, ',');
-
-			if (!comma)
-				usage(2);
-			*comma = '\0';
-			snprintf(opt.resume_devs[0], sizeof(opt.resume_devs[0]), "%s", optarg);
-			snprintf(opt.resume_devs[1], sizeof(opt.resume_devs[1]), "%s", comma + 1);
-			break;
-		}
+		case 'o': only_parts(optarg); break;
+		case 'r': two_devs(optarg, opt.resume_devs); break;
 		case 'R': opt.resume_dev_size = optarg; break;
 		case 'c': opt.chunks = atoi(optarg); break;
 		case 'p': snprintf(opt.pause_dev, sizeof(opt.pause_dev), "%s", optarg); break;
@@ -1198,9 +1847,19 @@ int main(int argc, char **argv)
 		case 'D': opt.delay_ms = atoi(optarg); break;
 		case 'm': opt.min_used_mib = atoi(optarg); break;
 		case 'T': opt.timeout_s = atoi(optarg); break;
+		case 'X': two_devs(optarg, opt.tput_devs); break;
+		case 'S': opt.tput_dev_size = optarg; break;
+		case 'M': opt.tput_mib = atoi(optarg); break;
+		case 'N': opt.tput_trials = atoi(optarg); break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
+	}
+	if (!opt.tput_mib || opt.tput_mib % opt.tput_file_mib ||
+	    opt.tput_trials < 1 || opt.tput_trials > 64) {
+		fprintf(stderr, "--tput-mib: a multiple of %u; --tput-trials: 1 to 64\n",
+			opt.tput_file_mib);
+		usage(2);
 	}
 	{
 		char rel[256] = "";
@@ -1233,6 +1892,17 @@ int main(int argc, char **argv)
 		result("pause_wall_seconds", "%.1f", now_s() - t0);
 		if (ret) {
 			result("pause_error", "%d", -ret);
+			status = 1;
+		}
+	}
+	if (opt.do_tput) {
+		t0 = now_s();
+		note("=== throughput: full balance, convert to raid1, raw copy of the same bytes ===");
+		ret = tput_bench();
+		note("=== throughput: %s in %.1f s ===", ret ? strerror(-ret) : "done", now_s() - t0);
+		result("tput_wall_seconds", "%.1f", now_s() - t0);
+		if (ret) {
+			result("tput_error", "%d", -ret);
 			status = 1;
 		}
 	}

@@ -68,6 +68,52 @@ static inline int env_load(struct test_env *env)
 	return env->ndevs;
 }
 
+/* ---- The kernel command line: restriper.<key>=<value> ---- */
+
+/*
+ * The value of restriper.@key= on the kernel command line, into @buf (cut
+ * to @size - 1 characters, @size > 0); false, @buf untouched, when it is
+ * not there.  Only a whole word matches: at the start of the line or after
+ * a space, the value ending at the next space.
+ */
+static inline bool kernel_cmdline_get(const char *key, char *buf, size_t size)
+{
+	char line[4096], want[64];
+	size_t klen, len;
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	klen = snprintf(want, sizeof(want), "restriper.%s=", key);
+	if (klen >= sizeof(want))
+		return false;
+	fd = open("/proc/cmdline", O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	line[n] = '\0';
+	for (p = line; (p = strstr(p, want)); p += klen) {
+		if (p != line && p[-1] != ' ')
+			continue;
+		p += klen;
+		len = strcspn(p, "\n ");
+		snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), p);
+		return true;
+	}
+	return false;
+}
+
+/* restriper.@key=N on the kernel command line as a number; @def without it. */
+static inline long kernel_cmdline_num(const char *key, long def)
+{
+	char buf[32];
+
+	return kernel_cmdline_get(key, buf, sizeof(buf)) ? atol(buf) : def;
+}
+
 /* ---- Commands ---- */
 
 static inline void dump_output(int fd, char *const argv[], int status)
@@ -238,7 +284,16 @@ static inline void pattern_path(char path[PATH_SIZE], const char *dir, int idx)
 	snprintf(path, PATH_SIZE, "%s/f%02d", dir, idx);
 }
 
-static inline int write_pattern_file(const char *dir, int idx, __u64 size)
+/* How write_pattern() makes a file durable. */
+enum pattern_sync {
+	PATTERN_NOSYNC,		/* it does not: writeback will */
+	PATTERN_FSYNC,		/* fsync() once it is written */
+	PATTERN_DSYNC_EACH,	/* fdatasync() after each write of @step bytes */
+};
+
+/* Write the file f<@idx> of @dir with its pattern, @step bytes a write. */
+static inline int write_pattern(const char *dir, int idx, __u64 size,
+				size_t step, enum pattern_sync sync)
 {
 	char path[PATH_SIZE];
 	__u64 off;
@@ -246,7 +301,7 @@ static inline int write_pattern_file(const char *dir, int idx, __u64 size)
 	int fd, ret = 0;
 
 	pattern_path(path, dir, idx);
-	buf = malloc(SZ_1M);
+	buf = malloc(step);
 	if (!buf)
 		return -ENOMEM;
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -254,22 +309,34 @@ static inline int write_pattern_file(const char *dir, int idx, __u64 size)
 		ret = -errno;
 		goto out;
 	}
-	for (off = 0; off < size && !ret; off += SZ_1M) {
-		size_t len = size - off < SZ_1M ? size - off : SZ_1M;
+	for (off = 0; off < size && !ret; off += step) {
+		size_t len = size - off < step ? size - off : step;
 
 		fill_pattern(buf, len, idx, off);
-		if (pwrite(fd, buf, len, off) != (ssize_t)len)
+		if (pwrite(fd, buf, len, off) != (ssize_t)len ||
+		    (sync == PATTERN_DSYNC_EACH && fdatasync(fd)))
 			ret = errno ? -errno : -EIO;
 	}
+	if (!ret && sync == PATTERN_FSYNC && fsync(fd))
+		ret = -errno;
 	close(fd);
 out:
 	free(buf);
 	return ret;
 }
 
-/* 0 if the file holds its pattern; -EILSEQ and *@bad at the first difference. */
-static inline int verify_pattern_file(const char *dir, int idx, __u64 size,
-			       __u64 *bad)
+static inline int write_pattern_file(const char *dir, int idx, __u64 size)
+{
+	return write_pattern(dir, idx, size, SZ_1M, PATTERN_NOSYNC);
+}
+
+/*
+ * 0 if the file f<@idx> of @dir holds its pattern, read @step bytes at a
+ * time, from disk when @uncached (its clean cached pages dropped first);
+ * -errno, or -EILSEQ and *@bad at the first difference.
+ */
+static inline int verify_pattern(const char *dir, int idx, __u64 size,
+				 __u64 *bad, size_t step, bool uncached)
 {
 	char path[PATH_SIZE];
 	__u64 *buf, *want;
@@ -286,14 +353,16 @@ static inline int verify_pattern_file(const char *dir, int idx, __u64 size,
 		close(fd);
 		return -EFBIG;
 	}
-	buf = malloc(SZ_1M);
-	want = malloc(SZ_1M);
+	if (uncached)
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	buf = malloc(step);
+	want = malloc(step);
 	if (!buf || !want) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (off = 0; off < size && !ret; off += SZ_1M) {
-		size_t len = size - off < SZ_1M ? size - off : SZ_1M;
+	for (off = 0; off < size && !ret; off += step) {
+		size_t len = size - off < step ? size - off : step;
 		size_t i;
 
 		if (pread(fd, buf, len, off) != (ssize_t)len) {
@@ -313,6 +382,13 @@ out:
 	free(want);
 	close(fd);
 	return ret;
+}
+
+/* 0 if the file holds its pattern; -EILSEQ and *@bad at the first difference. */
+static inline int verify_pattern_file(const char *dir, int idx, __u64 size,
+			       __u64 *bad)
+{
+	return verify_pattern(dir, idx, size, bad, SZ_1M, false);
 }
 
 /* ---- ioctls ---- */

@@ -28,7 +28,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <poll.h>
 #include <stdarg.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -56,8 +55,11 @@
 #define ST_PAUSE_REQ	BTRFS_BALANCE_STATE_PAUSE_REQ
 #define ST_CANCEL_REQ	BTRFS_BALANCE_STATE_CANCEL_REQ
 #define ST_ALL		(ST_RUNNING | ST_PAUSE_REQ | ST_CANCEL_REQ)
-#define BASE_SIZE	SZ_1M	/* the file each data chunk of the setup holds */
-#define MAX_BASE	8
+/*
+ * The flags of every mount: noatime, for a reader's atime update would
+ * make a remount read-only fail with -EBUSY.
+ */
+#define MNT_FLAGS	MS_NOATIME
 #define MAX_JOBS	8
 /* Waits that end on an event: only a hang reaches these. */
 #define HANG_MS		(100 * 1000)
@@ -80,6 +82,63 @@ struct job {
 	int ret;
 	bool done;
 };
+
+/* ---- The load: writers and readers beside the balance ---- */
+
+#define MAX_WRITERS	2
+#define MAX_READERS	2
+#define WRITER_KEEP	6	/* files a writer keeps; older ones are deleted */
+#define WRITER_FILES	999	/* a writer stops after this many */
+
+struct load;
+
+struct load_thread {
+	struct load *l;
+	int id;
+	pthread_t tid;
+	bool started;
+};
+
+/*
+ * Writer k writes w<k>/f<idx> for n = 0, 1, ..., each fsynced before it
+ * counts: the files [low, done) are on disk and must read back; the ones
+ * below low are deleted.  Readers read random files of both kinds, and
+ * the setup's files, from disk (their cached pages dropped first).
+ */
+struct load {
+	char mnt[PATH_MAX - 64];
+	int nbase;
+	int nwriters;
+	int nreaders;
+	struct load_thread th[MAX_WRITERS + MAX_READERS];
+	bool stop;
+	unsigned int low[MAX_WRITERS];
+	unsigned int done[MAX_WRITERS];
+	unsigned long reads;
+	pthread_mutex_t lock;
+	int errors;
+	char error[256];
+};
+
+/* ---- A world: a fresh filesystem for each test (btrfs_world.h) ---- */
+
+/* What btrfs_world.h needs, and the jobs and the load of a test. */
+struct world {
+	struct test_env env;
+	int ndevs;		/* devices btrfs check scans: the first ndevs */
+	int fd;			/* the mount point, open */
+	bool mounted;
+	struct kmsg kmsg;
+	int nfiles;		/* files f00.. of the setup, DATA_FILE_SIZE each */
+	struct job jobs[MAX_JOBS];
+	struct job *bal;	/* the balance started by the test */
+	struct load load;
+	int uffd;
+};
+
+#include "btrfs_world.h"
+
+/* ---- Jobs: their threads and calls ---- */
 
 static void *job_thread(void *p)
 {
@@ -131,23 +190,11 @@ static int do_umount(struct job *j)
 	return umount2(j->path, 0) ? -errno : 0;
 }
 
-/*
- * noatime, as the world's mounts: a reader's atime update would make a
- * remount read-only fail with -EBUSY.
- */
+/* With MNT_FLAGS, as every mount of the world. */
 static int remount(const char *mnt, unsigned long flags, const char *data)
 {
-	return mount(NULL, mnt, NULL, MS_REMOUNT | MS_NOATIME | flags, data) ?
+	return mount(NULL, mnt, NULL, MS_REMOUNT | MNT_FLAGS | flags, data) ?
 	       -errno : 0;
-}
-
-static int add_device(int fd, const char *path)
-{
-	struct btrfs_ioctl_vol_args va;
-
-	memset(&va, 0, sizeof(va));
-	snprintf(va.name, sizeof(va.name), "%s", path);
-	return xioctl(fd, BTRFS_IOC_ADD_DEV, &va);
 }
 
 static int remove_device(int fd, const char *path)
@@ -194,13 +241,6 @@ static long devid_of(int fd, const char *path)
 	return -ENOENT;
 }
 
-static int resume(int fd, struct btrfs_ioctl_balance_args *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->flags = BTRFS_BALANCE_RESUME;
-	return balance_v2(fd, r);
-}
-
 /*
  * Resume again and again while the mount is read-only: the result of the
  * first call that does not get -EROFS; ->count is how many did.  Gives up
@@ -222,80 +262,7 @@ static int do_resume_until_writable(struct job *j)
 	}
 }
 
-/*
- * The kernel stack of thread @task of this process into @buf, or its wchan
- * where there is no stack file; "" when neither can be read.
- */
-static void task_stack(pid_t task, char *buf, size_t size)
-{
-	static const char * const files[] = { "stack", "wchan" };
-	char path[64];
-	unsigned int i;
-	ssize_t n;
-	int fd;
-
-	buf[0] = '\0';
-	for (i = 0; i < ARRAY_SIZE(files); i++) {
-		snprintf(path, sizeof(path), "/proc/self/task/%d/%s", task,
-			 files[i]);
-		fd = open(path, O_RDONLY);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, size - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		return;
-	}
-	buf[0] = '\0';
-}
-
-/* Does thread @task of this process sleep in kernel function @fn? */
-static bool task_waits_in(pid_t task, const char *fn)
-{
-	char buf[4096];
-
-	task_stack(task, buf, sizeof(buf));
-	return !!strstr(buf, fn);
-}
-
 /* ---- Writers and readers ---- */
-
-#define MAX_WRITERS	2
-#define MAX_READERS	2
-#define WRITER_KEEP	6	/* files a writer keeps; older ones are deleted */
-#define WRITER_FILES	999	/* a writer stops after this many */
-
-struct load;
-
-struct load_thread {
-	struct load *l;
-	int id;
-	pthread_t tid;
-	bool started;
-};
-
-/*
- * Writer k writes w<k>/f<idx> for n = 0, 1, ..., each fsynced before it
- * counts: the files [low, done) are on disk and must read back; the ones
- * below low are deleted.  Readers read random files of both kinds, and
- * the setup's files, from disk (their cached pages dropped first).
- */
-struct load {
-	char mnt[PATH_MAX - 64];
-	int nbase;
-	int nwriters;
-	int nreaders;
-	struct load_thread th[MAX_WRITERS + MAX_READERS];
-	bool stop;
-	unsigned int low[MAX_WRITERS];
-	unsigned int done[MAX_WRITERS];
-	unsigned long reads;
-	pthread_mutex_t lock;
-	int errors;
-	char error[256];
-};
 
 static int writer_idx(int k, unsigned int n)
 {
@@ -328,32 +295,7 @@ static void load_error(struct load *l, const char *fmt, ...)
 /* Write a pattern file and fsync it. */
 static int write_synced(const char *dir, int idx, __u64 size)
 {
-	char path[PATH_SIZE];
-	__u64 *buf, off;
-	int fd, ret = 0;
-
-	pattern_path(path, dir, idx);
-	buf = malloc(SZ_1M);
-	if (!buf)
-		return -ENOMEM;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	for (off = 0; off < size && !ret; off += SZ_1M) {
-		size_t len = size - off < SZ_1M ? size - off : SZ_1M;
-
-		fill_pattern(buf, len, idx, off);
-		if (pwrite(fd, buf, len, off) != (ssize_t)len)
-			ret = errno ? -errno : -EIO;
-	}
-	if (!ret && fsync(fd))
-		ret = -errno;
-	close(fd);
-out:
-	free(buf);
-	return ret;
+	return write_pattern(dir, idx, size, SZ_1M, PATTERN_FSYNC);
 }
 
 /*
@@ -362,49 +304,7 @@ out:
  */
 static int read_back(const char *dir, int idx, __u64 size, __u64 *bad)
 {
-	const size_t step = 256 << 10;
-	char path[PATH_SIZE];
-	__u64 *buf, *want, off;
-	struct stat st;
-	int fd, ret = 0;
-
-	*bad = 0;
-	pattern_path(path, dir, idx);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || (__u64)st.st_size != size) {
-		close(fd);
-		return -EFBIG;
-	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-	buf = malloc(step);
-	want = malloc(step);
-	if (!buf || !want) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	for (off = 0; off < size && !ret; off += step) {
-		size_t len = size - off < step ? size - off : step;
-		size_t i;
-
-		if (pread(fd, buf, len, off) != (ssize_t)len) {
-			ret = errno ? -errno : -EIO;
-			break;
-		}
-		fill_pattern(want, len, idx, off);
-		if (!memcmp(buf, want, len))
-			continue;
-		for (i = 0; i < len / 8 && buf[i] == want[i]; i++)
-			;
-		*bad = off + i * 8;
-		ret = -EILSEQ;
-	}
-out:
-	free(buf);
-	free(want);
-	close(fd);
-	return ret;
+	return verify_pattern(dir, idx, size, bad, 256 << 10, true);
 }
 
 static bool load_stopping(struct load *l)
@@ -461,7 +361,7 @@ static void *reader_thread(void *p)
 			if (!l->nbase)
 				continue;
 			n = rand_r(&seed) % l->nbase;
-			ret = read_back(l->mnt, n, BASE_SIZE, &bad);
+			ret = read_back(l->mnt, n, DATA_FILE_SIZE, &bad);
 			if (ret) {
 				load_error(l, "reader: f%02u: %s at %llu", n,
 					   strerror(-ret),
@@ -509,20 +409,7 @@ static int load_stop(struct load *l)
 	return l->errors;
 }
 
-/* ---- A world: a fresh filesystem for each test ---- */
-
-struct world {
-	struct test_env env;
-	int ndevs;		/* devices btrfs check scans: the first ndevs */
-	int fd;			/* the mount point, open */
-	bool mounted;
-	struct kmsg kmsg;
-	int nbase;		/* files f00.. of the setup, BASE_SIZE each */
-	struct job jobs[MAX_JOBS];
-	struct job *bal;	/* the balance started by the test */
-	struct load load;
-	int uffd;
-};
+/* ---- The jobs and the load of the world ---- */
 
 /* A free job slot, zeroed; NULL (and a failure) if there is none. */
 static struct job *job_new(struct __test_metadata *_metadata, struct world *w)
@@ -594,7 +481,7 @@ static void load_start(struct __test_metadata *_metadata, struct world *w,
 	pthread_mutex_init(&l->lock, NULL);
 	ASSERT_GT(sizeof(l->mnt), strlen(w->env.mnt));
 	memcpy(l->mnt, w->env.mnt, strlen(w->env.mnt) + 1);
-	l->nbase = w->nbase;
+	l->nbase = w->nfiles;
 	l->nwriters = nwriters;
 	l->nreaders = nreaders;
 	for (i = 0; i < nwriters; i++) {
@@ -659,8 +546,8 @@ static void verify_all(struct __test_metadata *_metadata, struct world *w)
 	int i, k, ret;
 
 	ASSERT_EQ(0, drop_page_cache());
-	for (i = 0; i < w->nbase; i++) {
-		ret = read_back(w->env.mnt, i, BASE_SIZE, &bad);
+	for (i = 0; i < w->nfiles; i++) {
+		ret = read_back(w->env.mnt, i, DATA_FILE_SIZE, &bad);
 		ASSERT_EQ(0, ret) TH_LOG("f%02d: %s at %llu", i, strerror(-ret),
 					 (unsigned long long)bad);
 	}
@@ -677,109 +564,13 @@ static void verify_all(struct __test_metadata *_metadata, struct world *w)
 	}
 }
 
-static void world_mount(struct __test_metadata *_metadata, struct world *w,
-			int ndevs, const char *more)
-{
-	char opts[256];
-	int ret;
-
-	/*
-	 * nossd: no data allocation cluster, so that the allocator fills the
-	 * free space of a data chunk before it takes a new one (make_chunks()).
-	 */
-	snprintf(opts, sizeof(opts), "nodiscard,nossd%s%s", more ? "," : "",
-		 more ? more : "");
-	ret = mount_fs(&w->env, ndevs, MS_NOATIME, opts);
-	ASSERT_EQ(0, ret) TH_LOG("mount %s (%s): %s", w->env.mnt, opts,
-				 strerror(-ret));
-	w->mounted = true;
-	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, w->fd) TH_LOG("open %s: %s", w->env.mnt, strerror(errno));
-}
-
-static void world_umount(struct __test_metadata *_metadata, struct world *w)
-{
-	int ret;
-
-	close(w->fd);
-	w->fd = -1;
-	ret = umount_fs(w->env.mnt);
-	ASSERT_EQ(0, ret) TH_LOG("umount %s: %s", w->env.mnt, strerror(-ret));
-	w->mounted = false;
-}
-
-static bool mounted_on(const char *mnt)
-{
-	char line[1024], dev[512], dir[512];
-	bool found = false;
-	FILE *f = fopen("/proc/mounts", "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "%511s %511s", dev, dir) == 2 &&
-			!strcmp(dir, mnt);
-	fclose(f);
-	return found;
-}
-
-/*
- * mkfs.btrfs on the first @ndevs devices of @size each and mount; false
- * when skipped (fewer than @needed devices, or no hold points).
- */
-static bool world_setup(struct __test_metadata *_metadata, struct world *w,
-			int ndevs, int needed, const char *data,
-			const char *meta, const char *size)
-{
-	char *argv[11 + MAX_DEVS] = {
-		"mkfs.btrfs", "-f", "-q", "-K", "-d", (char *)data,
-		"-m", (char *)meta, "-b", (char *)size,
-	};
-	struct stat st;
-	int i, n = 10;
-
-	w->fd = -1;
-	w->uffd = -1;
-	w->kmsg.fd = -1;
-	w->ndevs = ndevs;
-	env_load(&w->env);
-	if (w->env.ndevs < needed)
-		SKIP(return false,
-		     "BTRFS_TEST_DEVS names %d devices, this test needs %d",
-		     w->env.ndevs, needed);
-	if (stat(BALANCE_HOLD_FILE, &st))
-		SKIP(return false,
-		     "no %s: the kernel lacks CONFIG_BTRFS_DEBUG's hold points",
-		     BALANCE_HOLD_FILE);
-	ASSERT_EQ(0, balance_hold_set(0));
-	ASSERT_EQ(0, balance_hold_skip_set(0));
-	mkdir(w->env.mnt, 0755);
-	/* A test killed by its timeout had no teardown: unmount its rest. */
-	while (!umount2(w->env.mnt, 0))
-		;
-	for (i = 0; i < ndevs; i++)
-		argv[n++] = w->env.devs[i];
-	argv[n] = NULL;
-	ASSERT_EQ(0, run_cmd(argv)) TH_LOG("mkfs.btrfs -d %s -m %s", data,
-					   meta);
-	world_mount(_metadata, w, ndevs, NULL);
-	ASSERT_EQ(0, kmsg_start(&w->kmsg));
-	return true;
-}
-
 static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 {
 	bool busy;
-	int i, n, ret = 0;
+	int i, n;
 
-	/* Whatever failed, nothing may stay held: later tests would hang. */
-	EXPECT_EQ(0, balance_hold_set(0));
-	EXPECT_EQ(0, balance_hold_skip_set(0));
+	world_teardown_begin(_metadata, w);
 	load_stop(&w->load);
-	/* A device add waiting for its arguments gets -EFAULT. */
-	if (w->uffd >= 0)
-		close(w->uffd);
-	w->uffd = -1;
 	/* A test that failed while a balance ran: stop it. */
 	for (n = 0; n < 600; n++) {
 		for (busy = false, i = 0; i < MAX_JOBS; i++)
@@ -792,213 +583,10 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 	}
 	for (i = 0; i < MAX_JOBS; i++)
 		job_join(&w->jobs[i]);
-	if (w->fd >= 0)
-		close(w->fd);
-	w->fd = -1;
-	if (w->mounted || mounted_on(w->env.mnt))
-		ret = umount_fs(w->env.mnt);
-	EXPECT_EQ(0, ret) TH_LOG("umount %s: %s", w->env.mnt, strerror(-ret));
-	w->mounted = false;
-	kmsg_end(&w->kmsg);
-	EXPECT_EQ(0, check_fs(&w->env, w->ndevs))
-		TH_LOG("btrfs check --readonly %s", w->env.devs[0]);
+	world_teardown_end(_metadata, w);
 }
 
-/* ---- The setup's data: one file of BASE_SIZE in each data chunk ---- */
-
-static int count_type(const struct chunk_list *l, __u64 bg_type)
-{
-	int i, n = 0;
-
-	for (i = 0; i < l->n; i++)
-		n += !!(l->c[i].type & bg_type);
-	return n;
-}
-
-/*
- * Preallocate the file fill<@idx> 1 MiB at a time until the filesystem
- * takes a new data chunk: the chunks there were have no 1 MiB of free space
- * left in one piece, and the next file written goes to the new one.
- */
-static void fill_data(struct __test_metadata *_metadata, struct world *w,
-		      int idx)
-{
-	__u64 total, now, off;
-	char path[PATH_SIZE];
-	int fd;
-
-	ASSERT_EQ(0, read_fs_sysfs(w->fd, "allocation/data/total_bytes",
-				   &total));
-	snprintf(path, sizeof(path), "%s/fill%02d", w->env.mnt, idx);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	ASSERT_LE(0, fd) TH_LOG("create %s: %s", path, strerror(errno));
-	for (off = 0;; off += SZ_1M) {
-		ASSERT_GE(total, off) TH_LOG("no new data chunk");
-		ASSERT_EQ(0, fallocate(fd, 0, off, SZ_1M))
-			TH_LOG("fallocate %s: %s", path, strerror(errno));
-		ASSERT_EQ(0, read_fs_sysfs(w->fd, "allocation/data/total_bytes",
-					   &now));
-		if (now != total)
-			break;
-	}
-	close(fd);
-}
-
-/*
- * @n data chunks, each holding one file f<i> of BASE_SIZE and nothing
- * else; the highest chunk is data.
- */
-static void make_chunks(struct __test_metadata *_metadata, struct world *w,
-			int n)
-{
-	__u64 end = now_ms() + HANG_MS, used;
-	char path[PATH_SIZE];
-	struct chunk_list l;
-	int i, ret;
-
-	ASSERT_GE(MAX_BASE, n);
-	for (i = 0; i < n; i++) {
-		if (i)
-			fill_data(_metadata, w, i);
-		ret = write_pattern_file(w->env.mnt, i, BASE_SIZE);
-		ASSERT_EQ(0, ret) TH_LOG("write f%02d: %s", i, strerror(-ret));
-		w->nbase = i + 1;
-		ASSERT_EQ(0, syncfs(w->fd));
-	}
-	for (i = 1; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/fill%02d", w->env.mnt, i);
-		ASSERT_EQ(0, unlink(path));
-	}
-	/* Freed extents leave the block groups' usage at a commit. */
-	for (;;) {
-		ASSERT_EQ(0, read_chunks(w->fd, &l));
-		for (used = 0, i = 0; i < l.n; i++)
-			if (l.c[i].type & BTRFS_BLOCK_GROUP_DATA)
-				used += l.c[i].used;
-		if (used == n * BASE_SIZE)
-			break;
-		ASSERT_GT(end, now_ms()) TH_LOG("preallocated space not freed");
-		usleep(10 * 1000);
-	}
-	ASSERT_EQ(n, count_type(&l, BTRFS_BLOCK_GROUP_DATA));
-	ASSERT_TRUE(!!(l.c[l.n - 1].type & BTRFS_BLOCK_GROUP_DATA))
-		TH_LOG("the highest chunk is not data");
-}
-
-/* ---- Requests and checks ---- */
-
-static void full_request(struct btrfs_ioctl_balance_args *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->flags = FULL;
-}
-
-static void data_request(struct btrfs_ioctl_balance_args *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->flags = BTRFS_BALANCE_DATA;
-}
-
-static void convert_request(struct btrfs_ioctl_balance_args *a, __u64 target)
-{
-	data_request(a);
-	a->data.flags = BTRFS_BALANCE_ARGS_CONVERT;
-	a->data.target = target;
-}
-
-static void expect_exclop(struct __test_metadata *_metadata, struct world *w,
-			  const char *want)
-{
-	char op[64];
-
-	ASSERT_EQ(0, exclusive_operation(w->fd, op, sizeof(op)));
-	EXPECT_STREQ(want, op);
-}
-
-/* A paused balance of @flags, with its item and the exclusive operation. */
-static void expect_paused(struct __test_metadata *_metadata, struct world *w,
-			  __u64 flags, struct btrfs_ioctl_balance_args *p)
-{
-	ASSERT_EQ(0, balance_progress(w->fd, p)) TH_LOG("no paused balance");
-	EXPECT_EQ(0ULL, p->state);
-	EXPECT_EQ(flags, p->flags);
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	expect_exclop(_metadata, w, "balance paused");
-}
-
-static void expect_no_balance(struct __test_metadata *_metadata,
-			      struct world *w)
-{
-	struct btrfs_ioctl_balance_args p;
-
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	expect_exclop(_metadata, w, "none");
-}
-
-static void expect_log(struct __test_metadata *_metadata, struct world *w,
-		       const char *text)
-{
-	EXPECT_EQ(1, kmsg_contains(&w->kmsg, text))
-		TH_LOG("not in the kernel log: \"%s\"", text);
-}
-
-static void expect_all_data(struct __test_metadata *_metadata,
-			    struct world *w, __u64 profile)
-{
-	struct chunk_list l;
-	int i;
-
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
-	for (i = 0; i < l.n; i++) {
-		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
-			continue;
-		EXPECT_EQ(profile, chunk_profile(l.c[i].type))
-			TH_LOG("data chunk at %llu is %s",
-			       (unsigned long long)l.c[i].start,
-			       profile_name(chunk_profile(l.c[i].type)));
-	}
-}
-
-static __u64 chunks_end(const struct chunk_list *l)
-{
-	return l->n ? l->c[l->n - 1].start + l->c[l->n - 1].length : 0;
-}
-
-/*
- * Every chunk of @before was relocated exactly once since the world's
- * kmsg_start() (chunk @twice, if not -1, twice: once stopped by a pause),
- * nothing else was, and no chunk is left below @bound.
- */
-static void expect_each_relocated_once(struct __test_metadata *_metadata,
-				       struct world *w,
-				       const struct chunk_list *before,
-				       __u64 bound, int twice)
-{
-	__u64 starts[4 * MAX_CHUNKS];
-	struct chunk_list now;
-	int i, j, n, times;
-
-	n = kmsg_relocations(&w->kmsg, starts, ARRAY_SIZE(starts));
-	ASSERT_LE(0, n) TH_LOG("kernel log: %s", strerror(-n));
-	for (j = 0; j < n; j++)
-		EXPECT_LE(0, find_chunk(before, starts[j]))
-			TH_LOG("relocated %llu, not a chunk of the start",
-			       (unsigned long long)starts[j]);
-	for (i = 0; i < before->n; i++) {
-		for (times = 0, j = 0; j < n; j++)
-			times += starts[j] == before->c[i].start;
-		EXPECT_EQ(i == twice ? 2 : 1, times)
-			TH_LOG("chunk %llu relocated %d times",
-			       (unsigned long long)before->c[i].start, times);
-	}
-	ASSERT_EQ(0, read_chunks(w->fd, &now));
-	ASSERT_LT(0, now.n);
-	EXPECT_LE(bound, now.c[0].start)
-		TH_LOG("chunk %llu left below the bound %llu",
-		       (unsigned long long)now.c[0].start,
-		       (unsigned long long)bound);
-}
+/* ---- Checks ---- */
 
 /* Dev items in the chunk tree, after a commit. */
 static int count_dev_items(int fd)
@@ -1345,9 +933,10 @@ FIXTURE(racing) {
 
 FIXTURE_SETUP(racing)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "384M"))
+	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "384M",
+			 MNT_FLAGS))
 		return;
-	make_chunks(_metadata, &self->w, 4);
+	make_data_chunks(_metadata, &self->w, 4);
 }
 
 FIXTURE_TEARDOWN(racing)
@@ -1514,7 +1103,7 @@ TEST_F_TIMEOUT(racing, pause_cancel_resume_progress_from_threads_under_io,
 	load_finish(_metadata, w);
 	verify_all(_metadata, w);
 	world_umount(_metadata, w);
-	world_mount(_metadata, w, w->ndevs, NULL);
+	world_mount(_metadata, w, w->ndevs, MNT_FLAGS, NULL);
 	expect_no_balance(_metadata, w);
 	verify_all(_metadata, w);
 }
@@ -1544,7 +1133,8 @@ FIXTURE_VARIANT_ADD(queued, resume) {
 
 FIXTURE_SETUP(queued)
 {
-	world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M");
+	world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+		    MNT_FLAGS);
 }
 
 FIXTURE_TEARDOWN(queued)
@@ -1647,13 +1237,10 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 	struct world *w = &self->w;
 	struct uffdio_writeprotect wp;
 	struct uffd_msg msg;
-	struct pollfd pfd;
 	struct job *x, *r, *q;
 	void *map;
 
-	data_request(&noop);
-	noop.data.flags = BTRFS_BALANCE_ARGS_VRANGE;
-	noop.data.vend = 1;	/* [0, 1): below every chunk */
+	noop_request(&noop);
 	map = uffd_wp_page(_metadata, w, &noop, sizeof(noop));
 	if (!map)
 		return;
@@ -1663,12 +1250,7 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 	x->fn = do_balance_at;
 	x->ptr = map;
 	job_run(_metadata, x);
-	pfd.fd = w->uffd;
-	pfd.events = POLLIN;
-	ASSERT_EQ(1, poll(&pfd, 1, HANG_MS))
-		TH_LOG("the balance never wrote its result");
-	ASSERT_EQ((ssize_t)sizeof(msg), read(w->uffd, &msg, sizeof(msg)));
-	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	uffd_wait(_metadata, w, &msg, "the balance never wrote its result");
 	ASSERT_TRUE(!!(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP));
 	EXPECT_FALSE(job_done(x));
 	/* Its balance is over: no exclusive operation (sysfs needs no mutex). */
@@ -1729,9 +1311,10 @@ FIXTURE_VARIANT_ADD(remount, read_write_with_skip_balance_keeps_it_paused) {
 
 FIXTURE_SETUP(remount)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M"))
+	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+			 MNT_FLAGS))
 		return;
-	make_chunks(_metadata, &self->w, 3);
+	make_data_chunks(_metadata, &self->w, 3);
 }
 
 FIXTURE_TEARDOWN(remount)
@@ -1907,9 +1490,10 @@ FIXTURE_VARIANT_ADD(unmount, inside_a_block_group_then_skip_balance) {
 
 FIXTURE_SETUP(unmount)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M"))
+	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+			 MNT_FLAGS))
 		return;
-	make_chunks(_metadata, &self->w, 3);
+	make_data_chunks(_metadata, &self->w, 3);
 }
 
 FIXTURE_TEARDOWN(unmount)
@@ -1951,7 +1535,7 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 
 	/* Resumed at mount, held before its second chunk. */
 	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, w, w->ndevs, NULL);
+	world_mount(_metadata, w, w->ndevs, MNT_FLAGS, NULL);
 	wait_held(_metadata, NULL, HOLD_RELOCATION);
 	ASSERT_EQ(0, balance_progress(w->fd, &p));
 	EXPECT_EQ((__u64)ST_RUNNING, p.state);
@@ -1993,7 +1577,7 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 
 	if (!variant->skip_balance) {
 		ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
-		world_mount(_metadata, w, w->ndevs, NULL);
+		world_mount(_metadata, w, w->ndevs, MNT_FLAGS, NULL);
 		wait_held(_metadata, NULL, HOLD_RESUME_THREAD);
 		ASSERT_EQ(0, balance_item_read(w->fd, &item));
 		EXPECT_EQ(variant->relocated, item.completed);
@@ -2007,7 +1591,7 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
 		expect_log(_metadata, w, "balance: ended with status: 0");
 	} else {
-		world_mount(_metadata, w, w->ndevs, "skip_balance");
+		world_mount(_metadata, w, w->ndevs, MNT_FLAGS, "skip_balance");
 		expect_log(_metadata, w, "balance: resume skipped");
 		expect_paused(_metadata, w, FULL | BTRFS_BALANCE_RESUME, &p);
 		EXPECT_EQ(variant->relocated, p.stat.completed);
@@ -2023,6 +1607,7 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 	expect_each_relocated_once(_metadata, w, &before, bound,
 				   variant->hold == HOLD_IN_RELOCATION ?
 				   (int)n - 2 : -1);
+	expect_none_below(_metadata, w, bound);
 	verify_all(_metadata, w);
 }
 
@@ -2034,9 +1619,10 @@ FIXTURE(devices) {
 
 FIXTURE_SETUP(devices)
 {
-	if (!world_setup(_metadata, &self->w, 2, 3, "single", "raid1", "256M"))
+	if (!world_setup(_metadata, &self->w, 2, 3, "single", "raid1", "256M",
+			 MNT_FLAGS))
 		return;
-	make_chunks(_metadata, &self->w, 3);
+	make_data_chunks(_metadata, &self->w, 3);
 }
 
 FIXTURE_TEARDOWN(devices)
@@ -2167,31 +1753,6 @@ TEST_F_TIMEOUT(devices, add_and_remove_are_refused_while_a_balance_runs, 300)
 	verify_all(_metadata, w);
 }
 
-/* A page whose first read by anyone, the kernel too, waits for the test. */
-static void *uffd_page(struct __test_metadata *_metadata, struct world *w)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	struct uffdio_register reg;
-	struct uffdio_api api;
-	void *map;
-
-	w->uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	ASSERT_LE(0, w->uffd) TH_LOG("userfaultfd: %s", strerror(errno));
-	memset(&api, 0, sizeof(api));
-	api.api = UFFD_API;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_API, &api));
-	map = mmap(NULL, page, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, map);
-	memset(&reg, 0, sizeof(reg));
-	reg.range.start = (unsigned long)map;
-	reg.range.len = page;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_REGISTER, &reg))
-		TH_LOG("UFFDIO_REGISTER: %s", strerror(errno));
-	return map;
-}
-
 static int do_progress(struct job *j)
 {
 	return balance_progress(j->fd, &j->args);
@@ -2261,43 +1822,26 @@ TEST_F_TIMEOUT(devices, balance_calls_are_refused_while_a_device_add_runs, 300)
 {
 	const char *spare = self->w.env.devs[2];
 	long page = sysconf(_SC_PAGESIZE);
-	struct btrfs_ioctl_vol_args *va;
 	struct btrfs_ioctl_balance_args a;
 	struct world *w = &self->w;
-	struct uffdio_copy copy;
 	struct uffd_msg msg;
-	struct pollfd pfd;
 	struct job *add;
 	void *map;
 
-	ASSERT_GE((size_t)page, sizeof(*va));
+	ASSERT_GE((size_t)page, sizeof(struct btrfs_ioctl_vol_args));
 	map = uffd_page(_metadata, w);
 	add = job_new(_metadata, w);
 	ASSERT_NE(NULL, add);
 	add->fn = do_add;
 	add->ptr = map;
 	job_run(_metadata, add);
-	pfd.fd = w->uffd;
-	pfd.events = POLLIN;
-	ASSERT_EQ(1, poll(&pfd, 1, HANG_MS))
-		TH_LOG("the device add never read its arguments");
-	ASSERT_EQ((ssize_t)sizeof(msg), read(w->uffd, &msg, sizeof(msg)));
-	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	uffd_wait(_metadata, w, &msg, "the device add never read its arguments");
 	EXPECT_FALSE(job_done(add));
 	expect_refused_beside(_metadata, w, "device add");
 	EXPECT_FALSE(job_done(add));
 	expect_devices(_metadata, w, 2);
 
-	va = calloc(1, page);
-	ASSERT_NE(NULL, va);
-	snprintf(va->name, sizeof(va->name), "%s", spare);
-	memset(&copy, 0, sizeof(copy));
-	copy.dst = (unsigned long)map;
-	copy.src = (unsigned long)va;
-	copy.len = page;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_COPY, &copy))
-		TH_LOG("UFFDIO_COPY: %s", strerror(errno));
-	free(va);
+	uffd_give_dev_args(_metadata, w, map, spare);
 	ASSERT_EQ(0, job_join(add)) TH_LOG("add %s", spare);
 	w->ndevs = 3;
 	expect_devices(_metadata, w, 3);

@@ -203,32 +203,10 @@ out:
 
 /* ---- Files: each written in extents of EXTENT_SIZE ---- */
 
+/* One extent per write: written back before the next one. */
 static int write_file(const char *dir, int idx, __u64 size)
 {
-	char path[PATH_SIZE];
-	__u64 off, *buf;
-	int fd, ret = 0;
-
-	pattern_path(path, dir, idx);
-	buf = malloc(EXTENT_SIZE);
-	if (!buf)
-		return -ENOMEM;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0) {
-		ret = -errno;
-		goto out;
-	}
-	/* One extent per write: written back before the next one. */
-	for (off = 0; off < size && !ret; off += EXTENT_SIZE) {
-		fill_pattern(buf, EXTENT_SIZE, idx, off);
-		if (pwrite(fd, buf, EXTENT_SIZE, off) != (ssize_t)EXTENT_SIZE ||
-		    fdatasync(fd))
-			ret = errno ? -errno : -EIO;
-	}
-	close(fd);
-out:
-	free(buf);
-	return ret;
+	return write_pattern(dir, idx, size, EXTENT_SIZE, PATTERN_DSYNC_EACH);
 }
 
 /* Every file as written; caches dropped first.  0, or -errno and @why. */
@@ -799,28 +777,6 @@ fatal:
 
 /* ---- main ---- */
 
-/* The phase from the kernel command line: restriper.crash_phase=N. */
-static int cmdline_phase(void)
-{
-	const char *key = "restriper.crash_phase=";
-	char buf[4096], *p;
-	ssize_t n;
-	int fd;
-
-	fd = open("/proc/cmdline", O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	for (p = buf; (p = strstr(p, key)); p += strlen(key))
-		if (p == buf || p[-1] == ' ')
-			return atoi(p + strlen(key));
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct test_env env;
@@ -838,7 +794,7 @@ int main(int argc, char **argv)
 			return KSFT_FAIL;
 		}
 	} else {
-		phase = cmdline_phase();
+		phase = kernel_cmdline_num("crash_phase", 0);
 	}
 	if (phase != 1 && phase != 2)
 		ksft_exit_skip("no phase: pass 1 or 2, or restriper.crash_phase=1|2 on the kernel command line\n");

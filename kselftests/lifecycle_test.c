@@ -24,7 +24,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <linux/userfaultfd.h>
@@ -45,8 +44,6 @@
 
 #define RAID1		BTRFS_BLOCK_GROUP_RAID1
 #define EXCL_BUSY	BTRFS_ERROR_DEV_EXCL_RUN_IN_PROGRESS
-#define KEEP_SIZE	SZ_1M	/* the file each data chunk holds */
-#define MAX_FILES	16
 #define MAX_CALLS	4
 #define NO_SUCH_DEV	"/nonexistent/btrfs-balance-test"
 #define NO_SUCH_DEVID	999
@@ -123,36 +120,9 @@ static int do_add_dev(struct call *c)
 	return xioctl(c->fd, BTRFS_IOC_ADD_DEV, c->ptr);
 }
 
-/*
- * Does thread @task of this process sleep in kernel function @fn?  From
- * its kernel stack, or its wchan where there is no stack file.
- */
-static bool task_waits_in(pid_t task, const char *fn)
-{
-	static const char * const files[] = { "stack", "wchan" };
-	char path[64], buf[4096];
-	unsigned int i;
-	ssize_t n;
-	int fd;
-
-	for (i = 0; i < ARRAY_SIZE(files); i++) {
-		snprintf(path, sizeof(path), "/proc/self/task/%d/%s", task,
-			 files[i]);
-		fd = open(path, O_RDONLY);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		return !!strstr(buf, fn);
-	}
-	return false;
-}
-
 /* ---- A world: a fresh filesystem for each test ---- */
 
+/* What btrfs_world.h needs, and the balance thread and calls of a test. */
 struct world {
 	struct test_env env;
 	int ndevs;			/* devices in the filesystem */
@@ -163,8 +133,9 @@ struct world {
 	struct kmsg kmsg;
 	int uffd;
 	int nfiles;
-	__u64 file_size[MAX_FILES];
 };
+
+#include "btrfs_world.h"
 
 static struct call *call_start(struct __test_metadata *_metadata,
 			       struct world *w, int (*fn)(struct call *),
@@ -196,120 +167,11 @@ static struct call *call_start(struct __test_metadata *_metadata,
 	return c;
 }
 
-static void world_mount(struct __test_metadata *_metadata, struct world *w,
-			int ndevs, unsigned long flags, const char *more)
-{
-	char opts[256];
-	int ret;
-
-	/*
-	 * nossd: no data allocation cluster, whose empty size would make the
-	 * allocator take a new chunk before it fills the last free space of
-	 * the others (make_data_chunks() needs them filled).
-	 */
-	snprintf(opts, sizeof(opts), "nodiscard,nossd%s%s", more ? "," : "",
-		 more ? more : "");
-	ret = mount_fs(&w->env, ndevs, flags, opts);
-	ASSERT_EQ(0, ret) TH_LOG("mount %s on %s (%s): %s", w->env.devs[0],
-				 w->env.mnt, opts, strerror(-ret));
-	w->mounted = true;
-	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, w->fd) TH_LOG("open %s: %s", w->env.mnt, strerror(errno));
-}
-
-static void world_umount(struct __test_metadata *_metadata, struct world *w)
-{
-	int ret;
-
-	close(w->fd);
-	w->fd = -1;
-	ret = umount_fs(w->env.mnt);
-	ASSERT_EQ(0, ret) TH_LOG("umount %s: %s", w->env.mnt, strerror(-ret));
-	w->mounted = false;
-}
-
-static int make_fs_sized(const struct test_env *env, int ndevs,
-			 const char *data, const char *meta, const char *size)
-{
-	char *argv[11 + MAX_DEVS] = {
-		"mkfs.btrfs", "-f", "-q", "-K", "-d", (char *)data,
-		"-m", (char *)meta,
-	};
-	int i, n = 8;
-
-	if (size) {
-		argv[n++] = "-b";
-		argv[n++] = (char *)size;
-	}
-	for (i = 0; i < ndevs; i++)
-		argv[n++] = (char *)env->devs[i];
-	argv[n] = NULL;
-	return run_cmd(argv);
-}
-
-/*
- * mkfs on the first @ndevs devices (each @size bytes, NULL: all of it) and
- * mount; false when skipped.
- */
-static bool world_setup(struct __test_metadata *_metadata, struct world *w,
-			int ndevs, int needed, const char *data,
-			const char *meta, const char *size)
-{
-	struct stat st;
-
-	w->fd = -1;
-	w->uffd = -1;
-	w->kmsg.fd = -1;
-	w->ndevs = ndevs;
-	env_load(&w->env);
-	if (w->env.ndevs < needed)
-		SKIP(return false,
-		     "BTRFS_TEST_DEVS names %d devices, this world needs %d",
-		     w->env.ndevs, needed);
-	if (stat(BALANCE_HOLD_FILE, &st))
-		SKIP(return false,
-		     "no %s: the kernel lacks CONFIG_BTRFS_DEBUG's hold points",
-		     BALANCE_HOLD_FILE);
-	ASSERT_EQ(0, balance_hold_set(0));
-	ASSERT_EQ(0, balance_hold_skip_set(0));
-	mkdir(w->env.mnt, 0755);
-	/* A test killed by its timeout had no teardown: unmount its rest. */
-	while (!umount2(w->env.mnt, 0))
-		;
-	ASSERT_EQ(0, make_fs_sized(&w->env, ndevs, data, meta, size))
-		TH_LOG("mkfs.btrfs -d %s -m %s on %d devices", data, meta,
-		       ndevs);
-	world_mount(_metadata, w, ndevs, 0, NULL);
-	ASSERT_EQ(0, kmsg_start(&w->kmsg));
-	return true;
-}
-
-static bool mounted_on(const char *mnt)
-{
-	char line[1024], dev[512], dir[512];
-	bool found = false;
-	FILE *f = fopen("/proc/mounts", "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = sscanf(line, "%511s %511s", dev, dir) == 2 &&
-			!strcmp(dir, mnt);
-	fclose(f);
-	return found;
-}
-
 static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 {
-	int i, ret = 0;
+	int i;
 
-	/* Whatever failed, nothing may stay held: later tests would hang. */
-	EXPECT_EQ(0, balance_hold_set(0));
-	EXPECT_EQ(0, balance_hold_skip_set(0));
-	/* A device add waiting for its arguments gets -EFAULT. */
-	if (w->uffd >= 0)
-		close(w->uffd);
-	w->uffd = -1;
+	world_teardown_begin(_metadata, w);
 	/* A test that failed while its balance ran: stop the balance. */
 	for (i = 0; w->bt.started && i < 600 && !balance_thread_done(&w->bt);
 	     i++) {
@@ -319,28 +181,10 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 	balance_thread_join(&w->bt);
 	for (i = 0; i < MAX_CALLS; i++)
 		call_join(&w->calls[i]);
-	if (w->fd >= 0)
-		close(w->fd);
-	w->fd = -1;
-	if (w->mounted || mounted_on(w->env.mnt))
-		ret = umount_fs(w->env.mnt);
-	EXPECT_EQ(0, ret) TH_LOG("umount %s: %s", w->env.mnt, strerror(-ret));
-	w->mounted = false;
-	kmsg_end(&w->kmsg);
-	EXPECT_EQ(0, check_fs(&w->env, w->ndevs))
-		TH_LOG("btrfs check --readonly %s", w->env.devs[0]);
+	world_teardown_end(_metadata, w);
 }
 
-/* ---- Data: one file of KEEP_SIZE in each data chunk ---- */
-
-static int count_type(const struct chunk_list *l, __u64 bg_type)
-{
-	int i, n = 0;
-
-	for (i = 0; i < l->n; i++)
-		n += !!(l->c[i].type & bg_type);
-	return n;
-}
+/* ---- Data: one file of DATA_FILE_SIZE in each data chunk ---- */
 
 /* Data chunks whose profile is not @profile. */
 static int count_data_not(const struct chunk_list *l, __u64 profile)
@@ -363,95 +207,22 @@ static int count_moved(const struct chunk_list *before,
 	return n;
 }
 
-static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
+/* make_data_chunks(); each data chunk holds its file and nothing else. */
+static void make_dataset(struct __test_metadata *_metadata, struct world *w,
+			 int n)
 {
-	snprintf(buf, size, "%s %s at %llu+%llu used %llu",
-		 type_name(c->type), profile_name(chunk_profile(c->type)),
-		 (unsigned long long)c->start, (unsigned long long)c->length,
-		 (unsigned long long)c->used);
-	return buf;
-}
-
-/*
- * Preallocate (no data written) 1 MiB pieces into the file fill<@idx>
- * until one of them needs a new data chunk: the data chunks there were
- * have no 1 MiB of free space left in one piece (their free space may be
- * split, e.g. by a superblock copy), and the new one holds that piece.
- */
-static void fill_data_chunks(struct __test_metadata *_metadata,
-			     struct world *w, int idx)
-{
-	__u64 total, now, off;
-	char path[PATH_SIZE];
-	int fd;
-
-	ASSERT_EQ(0, read_fs_sysfs(w->fd, "allocation/data/total_bytes",
-				   &total));
-	snprintf(path, sizeof(path), "%s/fill%02d", w->env.mnt, idx);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	ASSERT_LE(0, fd) TH_LOG("create %s: %s", path, strerror(errno));
-	for (off = 0;; off += SZ_1M) {
-		ASSERT_GE(total, off) TH_LOG("no new data chunk");
-		ASSERT_EQ(0, fallocate(fd, 0, off, SZ_1M))
-			TH_LOG("fallocate %s at %llu: %s", path,
-			       (unsigned long long)off, strerror(errno));
-		ASSERT_EQ(0, read_fs_sysfs(w->fd, "allocation/data/total_bytes",
-					   &now));
-		if (now != total)
-			break;
-	}
-	close(fd);
-}
-
-/*
- * Make the filesystem have @n data chunks, each holding one file of
- * KEEP_SIZE (f00 in the lowest) and nothing else: each file after the
- * first is written once the chunks before have no room for it, into the
- * chunk the filling made, and the filling is deleted at the end.  The
- * highest chunk, where the balance walk starts, is data.
- */
-static void make_data_chunks(struct __test_metadata *_metadata,
-			     struct world *w, int n)
-{
-	__u64 end = now_ms() + HANG_MS, used;
-	char path[PATH_SIZE], desc[128];
 	struct chunk_list l;
-	int i, ret;
+	char desc[128];
+	int i;
 
-	ASSERT_GE(MAX_FILES, n);
-	for (i = 0; i < n; i++) {
-		if (i)
-			fill_data_chunks(_metadata, w, i);
-		ret = write_pattern_file(w->env.mnt, i, KEEP_SIZE);
-		ASSERT_EQ(0, ret) TH_LOG("write f%02d: %s", i, strerror(-ret));
-		w->file_size[i] = KEEP_SIZE;
-		w->nfiles = i + 1;
-		ASSERT_EQ(0, syncfs(w->fd));
-	}
-	for (i = 1; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/fill%02d", w->env.mnt, i);
-		ASSERT_EQ(0, unlink(path));
-	}
-	/* Freed extents leave the block groups' usage at a commit. */
-	for (;;) {
-		ASSERT_EQ(0, read_chunks(w->fd, &l));
-		for (used = 0, i = 0; i < l.n; i++)
-			if (l.c[i].type & BTRFS_BLOCK_GROUP_DATA)
-				used += l.c[i].used;
-		if (used == n * KEEP_SIZE)
-			break;
-		ASSERT_GT(end, now_ms()) TH_LOG("preallocated space not freed");
-		usleep(10 * 1000);
-	}
-	ASSERT_EQ(n, count_type(&l, BTRFS_BLOCK_GROUP_DATA));
+	make_data_chunks(_metadata, w, n);
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
 	for (i = 0; i < l.n; i++) {
 		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
 			continue;
-		ASSERT_EQ(KEEP_SIZE, l.c[i].used)
+		ASSERT_EQ(DATA_FILE_SIZE, l.c[i].used)
 			TH_LOG("%s", chunk_desc(&l.c[i], desc, sizeof(desc)));
 	}
-	ASSERT_TRUE(!!(l.c[l.n - 1].type & BTRFS_BLOCK_GROUP_DATA))
-		TH_LOG("the highest chunk is not data");
 }
 
 /* Read every file back from disk (caches dropped) and compare. */
@@ -462,7 +233,7 @@ static void verify_dataset(struct __test_metadata *_metadata, struct world *w)
 
 	ASSERT_EQ(0, drop_page_cache());
 	for (i = 0; i < w->nfiles; i++) {
-		ret = verify_pattern_file(w->env.mnt, i, w->file_size[i], &bad);
+		ret = verify_pattern_file(w->env.mnt, i, DATA_FILE_SIZE, &bad);
 		ASSERT_EQ(0, ret)
 			TH_LOG("f%02d: %s at offset %llu", i, strerror(-ret),
 			       (unsigned long long)bad);
@@ -470,44 +241,6 @@ static void verify_dataset(struct __test_metadata *_metadata, struct world *w)
 }
 
 /* ---- Requests ---- */
-
-static void convert_request(struct btrfs_ioctl_balance_args *a, __u64 target)
-{
-	memset(a, 0, sizeof(*a));
-	a->flags = BTRFS_BALANCE_DATA;
-	a->data.flags = BTRFS_BALANCE_ARGS_CONVERT;
-	a->data.target = target;
-}
-
-static void data_request(struct btrfs_ioctl_balance_args *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->flags = BTRFS_BALANCE_DATA;
-}
-
-/* vrange [0, 1) lies below every chunk: a valid request that moves nothing. */
-static void noop_request(struct btrfs_ioctl_balance_args *a)
-{
-	data_request(a);
-	a->data.flags = BTRFS_BALANCE_ARGS_VRANGE;
-	a->data.vend = 1;
-}
-
-static int resume(int fd, struct btrfs_ioctl_balance_args *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->flags = BTRFS_BALANCE_RESUME;
-	return balance_v2(fd, r);
-}
-
-static int add_device(int fd, const char *path)
-{
-	struct btrfs_ioctl_vol_args va;
-
-	memset(&va, 0, sizeof(va));
-	snprintf(va.name, sizeof(va.name), "%s", path);
-	return xioctl(fd, BTRFS_IOC_ADD_DEV, &va);
-}
 
 static int remove_devid(int fd, __u64 devid)
 {
@@ -543,60 +276,6 @@ static int replace(int fd, __u64 srcdevid, const char *target)
 }
 
 /* ---- Checks ---- */
-
-static void expect_exclop(struct __test_metadata *_metadata, struct world *w,
-			  const char *want)
-{
-	char op[64];
-
-	ASSERT_EQ(0, exclusive_operation(w->fd, op, sizeof(op)));
-	EXPECT_STREQ(want, op);
-}
-
-/* Progress shows a paused balance of @flags, whose item is on disk. */
-static void expect_paused(struct __test_metadata *_metadata, struct world *w,
-			  __u64 flags, struct btrfs_ioctl_balance_args *p)
-{
-	ASSERT_EQ(0, balance_progress(w->fd, p)) TH_LOG("no paused balance");
-	EXPECT_EQ(0ULL, p->state);
-	EXPECT_EQ(flags, p->flags);
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	expect_exclop(_metadata, w, "balance paused");
-}
-
-/* No balance, in memory or on disk, and the exclusive operation is free. */
-static void expect_no_balance(struct __test_metadata *_metadata,
-			      struct world *w)
-{
-	struct btrfs_ioctl_balance_args p;
-
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
-	EXPECT_EQ(0, balance_item_present(w->fd));
-	expect_exclop(_metadata, w, "none");
-}
-
-static void expect_all_data(struct __test_metadata *_metadata,
-			    struct world *w, __u64 profile)
-{
-	struct chunk_list l;
-	char desc[128];
-	int i;
-
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
-	for (i = 0; i < l.n; i++) {
-		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
-			continue;
-		EXPECT_EQ(profile, chunk_profile(l.c[i].type))
-			TH_LOG("%s", chunk_desc(&l.c[i], desc, sizeof(desc)));
-	}
-}
-
-static void expect_log(struct __test_metadata *_metadata, struct world *w,
-		       const char *text)
-{
-	EXPECT_EQ(1, kmsg_contains(&w->kmsg, text))
-		TH_LOG("not in the kernel log: \"%s\"", text);
-}
 
 /*
  * Wait until the resume thread of a mount refused to resume its balance:
@@ -769,9 +448,9 @@ FIXTURE_VARIANT_ADD(lifecycle, three_devices_and_a_spare) {
 FIXTURE_SETUP(lifecycle)
 {
 	if (!world_setup(_metadata, &self->w, variant->ndevs,
-			 variant->ndevs + 1, "single", "raid1", variant->size))
+			 variant->ndevs + 1, "single", "raid1", variant->size, 0))
 		return;
-	make_data_chunks(_metadata, &self->w, variant->nchunks);
+	make_dataset(_metadata, &self->w, variant->nchunks);
 }
 
 FIXTURE_TEARDOWN(lifecycle)
@@ -1228,31 +907,6 @@ TEST_F_TIMEOUT(lifecycle, unmount_in_the_mount_resume_window_keeps_it_paused,
 	verify_dataset(_metadata, w);
 }
 
-/* A page whose first read by anyone, the kernel too, waits for us. */
-static void *uffd_page(struct __test_metadata *_metadata, struct world *w)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	struct uffdio_register reg;
-	struct uffdio_api api;
-	void *map;
-
-	w->uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	ASSERT_LE(0, w->uffd) TH_LOG("userfaultfd: %s", strerror(errno));
-	memset(&api, 0, sizeof(api));
-	api.api = UFFD_API;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_API, &api));
-	map = mmap(NULL, page, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, map);
-	memset(&reg, 0, sizeof(reg));
-	reg.range.start = (unsigned long)map;
-	reg.range.len = page;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_REGISTER, &reg))
-		TH_LOG("UFFDIO_REGISTER: %s", strerror(errno));
-	return map;
-}
-
 /*
  * A device add holds the exclusive operation from before it reads its
  * arguments: with them on a userfaultfd page, it stops there, inside
@@ -1262,28 +916,20 @@ TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
 	       300)
 {
 	const char *spare = self->w.env.devs[variant->ndevs];
-	struct btrfs_ioctl_vol_args *va;
 	struct btrfs_ioctl_balance_args a, p, r;
 	long page = sysconf(_SC_PAGESIZE);
 	struct world *w = &self->w;
-	struct uffdio_copy copy;
 	struct uffd_msg msg;
-	struct pollfd pfd;
 	struct call *add;
 	void *map;
 
-	ASSERT_GE((size_t)page, sizeof(*va));
+	ASSERT_GE((size_t)page, sizeof(struct btrfs_ioctl_vol_args));
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	pause_held(_metadata, w);
 	map = uffd_page(_metadata, w);
 	add = call_start(_metadata, w, do_add_dev, w->fd, 0, NULL, map);
-	pfd.fd = w->uffd;
-	pfd.events = POLLIN;
-	ASSERT_EQ(1, poll(&pfd, 1, HANG_MS))
-		TH_LOG("the device add never read its arguments");
-	ASSERT_EQ((ssize_t)sizeof(msg), read(w->uffd, &msg, sizeof(msg)));
-	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	uffd_wait(_metadata, w, &msg, "the device add never read its arguments");
 	ASSERT_EQ((unsigned long)map,
 		  msg.arg.pagefault.address & ~((__u64)page - 1));
 	EXPECT_FALSE(call_done(add));
@@ -1302,16 +948,7 @@ TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
 	expect_exclop(_metadata, w, "device add");
 
 	/* The arguments arrive: the spare is added. */
-	va = calloc(1, page);
-	ASSERT_NE(NULL, va);
-	snprintf(va->name, sizeof(va->name), "%s", spare);
-	memset(&copy, 0, sizeof(copy));
-	copy.dst = (unsigned long)map;
-	copy.src = (unsigned long)va;
-	copy.len = page;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_COPY, &copy))
-		TH_LOG("UFFDIO_COPY: %s", strerror(errno));
-	free(va);
+	uffd_give_dev_args(_metadata, w, map, spare);
 	ASSERT_EQ(0, call_join(add)) TH_LOG("add %s", spare);
 	w->ndevs++;
 	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
@@ -1346,9 +983,10 @@ FIXTURE_VARIANT_ADD(resume, at_mount) {
 
 FIXTURE_SETUP(resume)
 {
-	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M"))
+	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M",
+			 0))
 		return;
-	make_data_chunks(_metadata, &self->w, 6);
+	make_dataset(_metadata, &self->w, 6);
 }
 
 FIXTURE_TEARDOWN(resume)
@@ -1428,9 +1066,10 @@ FIXTURE(degraded) {
 
 FIXTURE_SETUP(degraded)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "raid1", "raid1", "384M"))
+	if (!world_setup(_metadata, &self->w, 2, 2, "raid1", "raid1", "384M",
+			 0))
 		return;
-	make_data_chunks(_metadata, &self->w, 2);
+	make_dataset(_metadata, &self->w, 2);
 }
 
 FIXTURE_TEARDOWN(degraded)
@@ -1502,66 +1141,6 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	 * second one, and finds every error it meets correctable.
 	 */
 	EXPECT_EQ(0, run_cmd(scrub));
-}
-
-static void full_request(struct btrfs_ioctl_balance_args *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA |
-		   BTRFS_BALANCE_SYSTEM;
-}
-
-/* The end of the highest chunk of @l: a balance started now has it as bound. */
-static __u64 chunks_end(const struct chunk_list *l)
-{
-	return l->n ? l->c[l->n - 1].start + l->c[l->n - 1].length : 0;
-}
-
-/*
- * Every chunk of @before was relocated exactly once since the world's
- * kmsg_start(), and nothing else was: no copy at or above @bound, nothing
- * twice.  @twice, if not -1, is a chunk of @before relocated twice (one
- * attempt stopped by a pause).
- */
-static void expect_each_relocated_once(struct __test_metadata *_metadata,
-				       struct world *w,
-				       const struct chunk_list *before,
-				       __u64 bound, int twice)
-{
-	__u64 starts[4 * MAX_CHUNKS];
-	int i, j, n, times;
-
-	n = kmsg_relocations(&w->kmsg, starts, ARRAY_SIZE(starts));
-	ASSERT_LE(0, n) TH_LOG("kernel log: %s", strerror(-n));
-	for (j = 0; j < n; j++) {
-		EXPECT_GT(bound, starts[j])
-			TH_LOG("relocated %llu, a chunk made by the balance",
-			       (unsigned long long)starts[j]);
-		EXPECT_LE(0, find_chunk(before, starts[j]))
-			TH_LOG("relocated %llu, not a chunk of the start",
-			       (unsigned long long)starts[j]);
-	}
-	for (i = 0; i < before->n; i++) {
-		for (times = 0, j = 0; j < n; j++)
-			times += starts[j] == before->c[i].start;
-		EXPECT_EQ(i == twice ? 2 : 1, times)
-			TH_LOG("chunk %llu relocated %d times",
-			       (unsigned long long)before->c[i].start, times);
-	}
-}
-
-/* No chunk is left below @bound: every chunk of the start was relocated. */
-static void expect_none_below(struct __test_metadata *_metadata,
-			      struct world *w, __u64 bound)
-{
-	struct chunk_list l;
-	char desc[128];
-
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
-	ASSERT_LT(0, l.n);
-	EXPECT_LE(bound, l.c[0].start)
-		TH_LOG("left behind: %s", chunk_desc(&l.c[0], desc,
-						     sizeof(desc)));
 }
 
 /*

@@ -74,49 +74,6 @@ struct state {
 	struct chunk_list chunks;	/* at the start of the balance */
 };
 
-/* ---- kernel command line ---- */
-
-static char cmdline[4096];
-
-static void cmdline_load(void)
-{
-	ssize_t n;
-	int fd;
-
-	fd = open("/proc/cmdline", O_RDONLY);
-	if (fd < 0)
-		return;
-	n = read(fd, cmdline, sizeof(cmdline) - 1);
-	close(fd);
-	cmdline[n > 0 ? n : 0] = '\0';
-}
-
-/* The value of restriper.@key=, into @buf; false when it is not there. */
-static bool cmdline_get(const char *key, char *buf, size_t size)
-{
-	char want[64];
-	const char *p;
-	size_t len;
-
-	snprintf(want, sizeof(want), "restriper.%s=", key);
-	for (p = cmdline; (p = strstr(p, want)); p += strlen(want)) {
-		if (p != cmdline && p[-1] != ' ')
-			continue;
-		p += strlen(want);
-		len = strcspn(p, " \n");
-		snprintf(buf, size, "%.*s", (int)(len < size ? len : size - 1), p);
-		return true;
-	}
-	return false;
-}
-
-static long cmdline_num(const char *key, long def)
-{
-	char buf[32];
-
-	return cmdline_get(key, buf, sizeof(buf)) ? atol(buf) : def;
-}
-
 /* ---- helpers ---- */
 
 static int open_dir(const char *path)
@@ -359,18 +316,18 @@ static int phase_start(struct test_env *env)
 	struct balance_thread bt = { 0 };
 	struct writer w = { .mnt = env->mnt };
 	struct state st = { 0 };
-	char mode[16];
+	char mode[16] = "";
 	long pause_at;
 	int fd, i, ret;
 
-	cmdline_get("powercut_mode", mode, sizeof(mode));
+	kernel_cmdline_get("powercut_mode", mode, sizeof(mode));
 	if (!strcmp(mode, "convert"))
 		st.mode = MODE_CONVERT;
 	else if (!strcmp(mode, "full"))
 		st.mode = MODE_FULL;
 	else
 		return failed("restriper.powercut_mode: convert or full, not \"%s\"", mode);
-	pause_at = cmdline_num("powercut_pause", 0);
+	pause_at = kernel_cmdline_num("powercut_pause", 0);
 
 	for (i = 0; i < NDEVS; i++)
 		mkfs[10 + i] = env->devs[i];
@@ -458,6 +415,7 @@ static int phase_resume(struct test_env *env)
 enum {
 	T_MOUNT,
 	T_STATE,
+	T_ITEM,
 	T_FINISHED,
 	T_NONE_LEFT,
 	T_PROFILES,
@@ -502,6 +460,49 @@ static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
 		 profile_name(chunk_profile(c->type)),
 		 (unsigned long long)c->start, (unsigned long long)c->length);
 	return buf;
+}
+
+/*
+ * The item the cut left (if any) counts exactly the chunks of the start
+ * that are gone: a relocation is counted in the transaction that removes
+ * its chunk.  0, or -EILSEQ (or -errno); what was seen in @how.
+ */
+static int check_item(int fd, const struct state *st, char *how, size_t size)
+{
+	struct balance_item_state item;
+	struct chunk_list now;
+	int i, gone = 0, ret;
+
+	ret = balance_item_present(fd);
+	if (ret <= 0) {
+		snprintf(how, size, "no item (%d): cut before it was committed, or after the end",
+			 ret);
+		return ret;
+	}
+	ret = balance_item_read(fd, &item);
+	if (!ret)
+		ret = read_chunks(fd, &now);
+	if (ret) {
+		snprintf(how, size, "%s", strerror(-ret));
+		return ret;
+	}
+	for (i = 0; i < st->chunks.n; i++)
+		gone += chunk_moved(&st->chunks, i, &now);
+	snprintf(how, size, "completed %llu, chunks of the state file gone %d of %d, bound %llu (state file %llu)",
+		 (unsigned long long)item.completed, gone, st->chunks.n,
+		 (unsigned long long)item.bound, (unsigned long long)st->bound);
+	if (item.bound < st->bound)
+		return -EILSEQ;
+	/*
+	 * Exact for a full balance that started where the state file was
+	 * written.  The writer may have allocated chunks between the two,
+	 * and a convert also takes the chunks allocated while it started,
+	 * above the bound (patch 32): those are its work too, unknown here.
+	 */
+	if (st->mode == MODE_FULL && item.bound == st->bound ?
+	    item.completed != (__u64)gone : item.completed < (__u64)gone)
+		return -EILSEQ;
+	return 0;
 }
 
 /*
@@ -554,7 +555,7 @@ static int phase_verify(struct test_env *env)
 	struct state st;
 	char why[256], desc[128];
 	int fd = -1, i, ret, left, wrong;
-	long synced = cmdline_num("powercut_synced", 0);
+	long synced = kernel_cmdline_num("powercut_synced", 0);
 	bool mounted = false;
 	__u64 bad;
 
@@ -562,7 +563,10 @@ static int phase_verify(struct test_env *env)
 	ksft_set_plan(T_NR);
 	ksft_print_msg("powercut_test: verify after the power cut(s); %ld journal records synced\n",
 		       synced);
-	ret = kmsg_start(&k);
+	/* The resume thread waits until the item is checked. */
+	ret = balance_hold_set(HOLD_RESUME_THREAD);
+	if (!ret)
+		ret = kmsg_start(&k);
 	if (!ret)
 		ret = mount_fs(env, NDEVS, 0, MOUNT_OPTS);
 	if (!ret) {
@@ -581,6 +585,14 @@ static int phase_verify(struct test_env *env)
 	       ret ? strerror(-ret) : "");
 	if (ret)
 		goto fatal;
+
+	ret = check_item(fd, &st, why, sizeof(why));
+	result(!ret, "the item counts the relocations that committed: %s", why);
+	ret = balance_hold_set(0);
+	if (ret) {
+		result(false, "release the resume thread: %s", strerror(-ret));
+		goto fatal;
+	}
 
 	why[0] = '\0';
 	ret = finish_balance(fd, &st, &k, why, sizeof(why));
@@ -639,6 +651,7 @@ static int phase_verify(struct test_env *env)
 	ksft_finished();
 
 fatal:
+	balance_hold_set(0);
 	if (fd >= 0)
 		close(fd);
 	if (mounted)
@@ -654,8 +667,7 @@ int main(void)
 	char phase[16] = "";
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	cmdline_load();
-	cmdline_get("powercut", phase, sizeof(phase));
+	kernel_cmdline_get("powercut", phase, sizeof(phase));
 	if (strcmp(phase, "start") && strcmp(phase, "resume") &&
 	    strcmp(phase, "verify"))
 		ksft_exit_skip("no phase: restriper.powercut=start|resume|verify on the kernel command line\n");
