@@ -33,7 +33,8 @@
 #                          (default 300 or $RESTRIPER_CRASH_TIMEOUT)
 #
 # Then the power-cut stage: ./run_powercut.sh --runs N (default 4, one run
-# of each kind) on the same kernel and initramfs (kselftests/powercut_test.c,
+# of each kind; each boot limited by --crash-timeout) on the same kernel and
+# initramfs (kselftests/powercut_test.c,
 # in /selftests/powercut/); its "powercut: N runs, M failed" line closes the
 # summary.  --no-powercut leaves it out (so does --only-crash).
 #
@@ -443,7 +444,8 @@ powercut_stage() {
 	local t0=$SECONDS
 	log "power-cut stage: ./run_powercut.sh --runs $POWERCUT_RUNS (log: $1/powercut.log)"
 	RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_powercut.sh" --runs "$POWERCUT_RUNS" \
-		--kernel "$1/bzImage" --initrd "$1/initramfs.cpio.gz" >"$1/powercut.log" 2>&1 || POWERCUT_RC=$?
+		--timeout "$CRASH_TIMEOUT" --kernel "$1/bzImage" --initrd "$1/initramfs.cpio.gz" \
+		>"$1/powercut.log" 2>&1 || POWERCUT_RC=$?
 	log "power-cut stage: $(grep -a '^powercut: ' "$1/powercut.log" | tail -n1) in $((SECONDS - t0)) s"
 }
 
