@@ -114,21 +114,22 @@ vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # BOO
 # boot checks that the item counts exactly those): counted as redone.
 # Prints "relocations: A,B,C, R redone" (per boot) last.
 relocation_problems() {
-	local dir=$1 nboots=$2 i files=()
+	local dir=$1 nboots=$2 i files=() bound
 	for ((i = 1; i <= nboots; i++)); do files+=("$dir/boot$i/console.log"); done
-	awk -v reloc="$RELOC" -v mode="$3" '
+	# The balance's bound: the highest one printed (the state file's, the
+	# balance item's, which the writer may have moved up, or the one of a
+	# balance started anew after a cut that came before its item).
+	bound=$(cat "${files[@]}" | sed -n 's/^# powercut: bound \([0-9]*\).*/\1/p' | sort -n | tail -n1)
+	awk -v reloc="$RELOC" -v mode="$3" -v bound="${bound:-0}" '
 		FNR == 1 { boot++; n[boot] = 0; dump = 0 }
 		# The kernel log the guest prints at its end repeats the lines.
 		/=== DMESG BEGIN ===/ { dump = 1 }
 		dump { next }
-		/^# powercut: bound [0-9]+/ {
-			b = $0; sub(/.*# powercut: bound /, "", b); sub(/[^0-9].*/, "", b); bound = b + 0
-		}
 		# Only whole lines: the guest'"'"'s output can cut into the kernel'"'"'s.
 		match($0, /relocating block group [0-9]+ flags [a-z|0-9]+$/) {
 			s = substr($0, RSTART + length(reloc)); sub(/ .*/, "", s)
 			flags = $0; sub(/.* flags /, "", flags)
-			s += 0
+			s += 0; bound += 0
 			# A convert takes the chunks above the bound that lack its
 			# target (raid1 for every type): allocated while it started.
 			if (bound == 0 || (s >= bound && (mode != "convert" || flags ~ /raid1/)))

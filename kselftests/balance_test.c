@@ -2042,6 +2042,7 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 	struct chunk_list before, after;
 	__u64 *buf;
 	off_t off;
+	ssize_t n;
 	struct kmsg k;
 	int fd;
 
@@ -2050,9 +2051,11 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 	snprintf(path, sizeof(path), "%s/fill", w->env.mnt);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	ASSERT_LE(0, fd);
-	for (off = 0; pwrite(fd, buf, SZ_1M, off) == (ssize_t)SZ_1M; off += SZ_1M)
+	/* Until a write fails: a short write is not the end yet. */
+	for (off = 0; (n = pwrite(fd, buf, SZ_1M, off)) > 0; off += n)
 		ASSERT_GT(1024 * SZ_1M, (__u64)off)
 			TH_LOG("256 MiB devices took 1 GiB");
+	ASSERT_EQ(-1, n);
 	EXPECT_EQ(ENOSPC, errno);
 	close(fd);
 	free(buf);

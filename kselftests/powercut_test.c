@@ -313,11 +313,13 @@ static int phase_start(struct test_env *env)
 		"-b", DEV_SIZE,
 	};
 	struct btrfs_ioctl_balance_args args, p;
+	struct balance_item_state item;
 	struct balance_thread bt = { 0 };
 	struct writer w = { .mnt = env->mnt };
 	struct state st = { 0 };
 	char mode[16] = "";
 	long pause_at;
+	__u64 end;
 	int fd, i, ret;
 
 	kernel_cmdline_get("powercut_mode", mode, sizeof(mode));
@@ -368,9 +370,18 @@ static int phase_start(struct test_env *env)
 	ret = balance_thread_start(&bt, fd, &args);
 	if (ret)
 		return failed("start the balance: %s", strerror(-ret));
+	/* The writer may have moved the end of the chunks meanwhile. */
+	for (end = now_ms() + HANG_MS; now_ms() < end; usleep(5 * 1000)) {
+		if (!balance_item_read(fd, &item)) {
+			printf("# powercut: bound %llu (the balance item's)\n",
+			       (unsigned long long)item.bound);
+			break;
+		}
+		if (balance_thread_done(&bt))
+			break;
+	}
 	if (pause_at > 0) {
-		__u64 end = now_ms() + HANG_MS;
-
+		end = now_ms() + HANG_MS;
 		for (;;) {
 			if (balance_thread_done(&bt))
 				break;
@@ -486,6 +497,8 @@ static int check_item(int fd, const struct state *st, char *how, size_t size)
 		snprintf(how, size, "%s", strerror(-ret));
 		return ret;
 	}
+	printf("# powercut: bound %llu (the balance item's)\n",
+	       (unsigned long long)item.bound);
 	for (i = 0; i < st->chunks.n; i++)
 		gone += chunk_moved(&st->chunks, i, &now);
 	snprintf(how, size, "completed %llu, chunks of the state file gone %d of %d, bound %llu (state file %llu)",

@@ -7,13 +7,22 @@
 VM_LOGS=$CACHE/vm-logs
 DMESG_IGNORE=$RESTRIPER_ROOT/vm/dmesg-ignore.txt
 
-# new_run_dir NAME: make and print a fresh run folder.
+# new_run_dir NAME: make and print a fresh run folder.  Its ".running" file
+# holds the pid of the script that made it.
 new_run_dir() {
 	local dir
 	dir=$VM_LOGS/$1-$(date +%Y%m%d-%H%M%S)
 	[ ! -e "$dir" ] || dir=$dir-$$
 	mkdir -p "$dir"
+	echo "$$" >"$dir/.running"
 	echo "$dir"
+}
+
+# run_in_progress DIR: is the script that made DIR still running?
+run_in_progress() {
+	local pid
+	pid=$(cat "$1/.running" 2>/dev/null) || return 1
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
 # drop_run_artifacts DIR: remove the big files of a run (disk images, kernel,
@@ -26,13 +35,15 @@ drop_run_artifacts() {
 }
 
 # prune_old_runs: only the 3 newest runs keep their big files (a failed run
-# keeps them for a look at the images); logs are kept.
+# keeps them for a look at the images), and runs still going on; logs are
+# kept.
 prune_old_runs() {
 	local dir
 	[ -d "$VM_LOGS" ] || return 0
 	find "$VM_LOGS" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' | sort -rn |
 		tail -n +4 | cut -d' ' -f2- | while IFS= read -r dir; do
-		drop_run_artifacts "$dir"
+		# Another run going on beside this one still needs its files.
+		run_in_progress "$dir" || drop_run_artifacts "$dir"
 	done
 }
 
