@@ -1860,33 +1860,6 @@ enum {
 	T_CALLS, T_KMSG, T_STOPPED, T_BALANCE, T_CHECK, T_FILES, T_NR
 };
 
-static int results;
-
-static __printf(2, 3) void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	results++;
-	printf("%sok %d ", ok ? "" : "not ", results);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (ok)
-		ksft_inc_pass_cnt();
-	else
-		ksft_inc_fail_cnt();
-}
-
-static void skip_rest(const char *why)
-{
-	while (results < T_NR) {
-		results++;
-		printf("ok %d # SKIP %s\n", results, why);
-		ksft_inc_xskip_cnt();
-	}
-}
-
 static __noreturn void finish(void)
 {
 	ksft_print_cnts();
@@ -2039,27 +2012,27 @@ int main(int argc, char **argv)
 	F.kmsg_fd = -1;
 
 	if (ncalls < 1 || epoch_calls < 0) {
-		result(false, "calls return documented errnos");
+		tap_result(false, "calls return documented errnos");
 		ksft_print_msg("calls %d, calls per filesystem %d: need at least 1 and 0 (all) or more\n",
 			       ncalls, epoch_calls);
-		skip_rest("bad parameters");
+		tap_skip_rest(T_NR, "bad parameters");
 		finish();
 	}
 	if (env_load(&F.env) < NDEVS) {
 		ksft_print_msg("BTRFS_TEST_DEVS names %d devices, %d needed\n",
 			       F.env.ndevs, NDEVS);
-		skip_rest("not enough devices");
+		tap_skip_rest(T_NR, "not enough devices");
 		finish();
 	}
 	if (geteuid()) {
-		skip_rest("not root");
+		tap_skip_rest(T_NR, "not root");
 		finish();
 	}
 	ret = arena_setup();
 	if (ret) {
-		result(false, "calls return documented errnos");
+		tap_result(false, "calls return documented errnos");
 		ksft_print_msg("argument pages: %s\n", strerror(-ret));
-		skip_rest("no argument pages");
+		tap_skip_rest(T_NR, "no argument pages");
 		finish();
 	}
 
@@ -2079,24 +2052,25 @@ int main(int argc, char **argv)
 	if (F.shown > MAX_SHOWN)
 		ksft_print_msg("(%d more failed calls not shown)\n",
 			       F.shown - MAX_SHOWN);
-	result(!ret && !F.failed && F.calls >= ncalls,
-	       "calls return documented errnos (%d of %d failed%s)",
-	       F.failed, F.calls, F.calls < ncalls ? ", not all made" : "");
-	result(!F.reports, "no kernel report during the calls (%d report lines)",
-	       F.reports);
+	tap_result(!ret && !F.failed && F.calls >= ncalls,
+		   "calls return documented errnos (%d of %d failed%s)",
+		   F.failed, F.calls, F.calls < ncalls ? ", not all made" : "");
+	tap_result(!F.reports, "no kernel report during the calls (%d report lines)",
+		   F.reports);
 	if (ret) {
 		ksft_print_msg("the run stopped: %s\n", strerror(-ret));
-		skip_rest("the run could not go on");
+		tap_skip_rest(T_NR, "the run could not go on");
 		goto out;
 	}
-	result(!bad_left, "no balance left after cancel (%d of %d filesystems failed)",
-	       bad_left, epochs);
-	result(!bad_balance, "a full balance after the calls runs to its end or to ENOSPC (%d of %d failed)",
-	       bad_balance, epochs);
-	result(!bad_check, "btrfs check --readonly is clean (%d of %d failed)",
-	       bad_check, epochs);
-	result(!bad_files, "files intact after a remount (%d of %d failed)",
-	       bad_files, epochs);
+	tap_result(!bad_left, "no balance left after cancel (%d of %d filesystems failed)",
+		   bad_left, epochs);
+	tap_result(!bad_balance,
+		   "a full balance after the calls runs to its end or to ENOSPC (%d of %d failed)",
+		   bad_balance, epochs);
+	tap_result(!bad_check, "btrfs check --readonly is clean (%d of %d failed)",
+		   bad_check, epochs);
+	tap_result(!bad_files, "files intact after a remount (%d of %d failed)",
+		   bad_files, epochs);
 
 out:
 	/* After a failure: a hung balance stays, it is the report. */

@@ -366,7 +366,7 @@ static int top_data_chunk(const struct chunk_list *l)
 	return -1;
 }
 
-static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
+static const char *chunk_dump(const struct chunk *c, char *buf, size_t size)
 {
 	size_t len;
 	__u32 i;
@@ -390,7 +390,7 @@ static void log_chunks(struct __test_metadata *_metadata,
 	int i;
 
 	for (i = 0; i < l->n; i++)
-		TH_LOG("  %s", chunk_desc(&l->c[i], desc, sizeof(desc)));
+		TH_LOG("  %s", chunk_dump(&l->c[i], desc, sizeof(desc)));
 }
 
 /* ---- Running a balance and checking what moved ---- */
@@ -418,7 +418,7 @@ static void expect_unchanged(struct __test_metadata *_metadata,
 	for (i = 0; i < before->n; i++) {
 		EXPECT_FALSE(chunk_moved(before, i, &after))
 			TH_LOG("relocated: %s",
-			       chunk_desc(&before->c[i], desc, sizeof(desc)));
+			       chunk_dump(&before->c[i], desc, sizeof(desc)));
 	}
 	EXPECT_EQ(0, balance_item_present(w->fd));
 }
@@ -456,7 +456,7 @@ static void balance_check(struct __test_metadata *_metadata, struct world *w,
 		EXPECT_EQ(named, chunk_moved(&before, i, after))
 			TH_LOG("%s: %s", named ? "not relocated" :
 			       "relocated but not named",
-			       chunk_desc(&before.c[i], desc, sizeof(desc)));
+			       chunk_dump(&before.c[i], desc, sizeof(desc)));
 	}
 	EXPECT_EQ((__u64)nmoves, a->stat.completed);
 	EXPECT_EQ(expected, a->stat.expected);
@@ -1445,7 +1445,7 @@ static void convert_step(struct __test_metadata *_metadata, struct world *w,
 
 		EXPECT_EQ(want, chunk_profile(after.c[i].type))
 			TH_LOG("want %s: %s", profile_name(want),
-			       chunk_desc(&after.c[i], desc, sizeof(desc)));
+			       chunk_dump(&after.c[i], desc, sizeof(desc)));
 	}
 	verify_dataset(_metadata, w);
 }

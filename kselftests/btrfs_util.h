@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,6 +32,8 @@
 #include <sys/wait.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
+
+#include "kselftest.h"
 
 #define MAX_DEVS	8
 #define MAX_CHUNKS	128
@@ -1143,6 +1146,64 @@ static inline int read_fs_sysfs(int fd, const char *attr, __u64 *val)
 static inline int exclusive_operation(int fd, char *buf, size_t size)
 {
 	return fs_sysfs_read(fd, "exclusive_operation", buf, size);
+}
+
+/* ---- TAP results of a program that is not a harness test ---- */
+
+static inline int *tap_count(void)
+{
+	static int results;
+
+	return &results;
+}
+
+/* Print the next result, "ok N text" or "not ok N text", and count it. */
+static inline __printf(2, 3) void tap_result(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok %d ", ok ? "" : "not ", ++*tap_count());
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (ok)
+		ksft_inc_pass_cnt();
+	else
+		ksft_inc_fail_cnt();
+}
+
+/* The results up to @plan that a failure left without their preconditions. */
+static inline void tap_skip_rest(int plan, const char *why)
+{
+	while (*tap_count() < plan) {
+		printf("ok %d # SKIP %s\n", ++*tap_count(), why);
+		ksft_inc_xskip_cnt();
+	}
+}
+
+/* ---- Chunks, for messages ---- */
+
+static inline const char *chunk_desc(const struct chunk *c, char *buf,
+				     size_t size)
+{
+	snprintf(buf, size, "%s %s at %llu+%llu used %llu",
+		 type_name(c->type), profile_name(chunk_profile(c->type)),
+		 (unsigned long long)c->start, (unsigned long long)c->length,
+		 (unsigned long long)c->used);
+	return buf;
+}
+
+/* The end of the highest chunk of @l: a balance started now has it as bound. */
+static inline __u64 chunks_end(const struct chunk_list *l)
+{
+	__u64 end = 0;
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if (l->c[i].start + l->c[i].length > end)
+			end = l->c[i].start + l->c[i].length;
+	return end;
 }
 
 #endif /* BTRFS_UTIL_H */

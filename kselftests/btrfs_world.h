@@ -226,22 +226,6 @@ static inline int count_type(const struct chunk_list *l, __u64 bg_type)
 	return n;
 }
 
-static inline const char *chunk_desc(const struct chunk *c, char *buf,
-				     size_t size)
-{
-	snprintf(buf, size, "%s %s at %llu+%llu used %llu",
-		 type_name(c->type), profile_name(chunk_profile(c->type)),
-		 (unsigned long long)c->start, (unsigned long long)c->length,
-		 (unsigned long long)c->used);
-	return buf;
-}
-
-/* The end of the highest chunk of @l: a balance started now has it as bound. */
-static inline __u64 chunks_end(const struct chunk_list *l)
-{
-	return l->n ? l->c[l->n - 1].start + l->c[l->n - 1].length : 0;
-}
-
 /* ---- Data: one file of DATA_FILE_SIZE in each data chunk ---- */
 
 /*

@@ -93,17 +93,6 @@ static int mount_test_fs(const struct test_env *env)
 	return mount_fs(env, NDEVS, 0, MOUNT_OPTS);
 }
 
-static __u64 chunks_end(const struct chunk_list *l)
-{
-	__u64 end = 0;
-	int i;
-
-	for (i = 0; i < l->n; i++)
-		if (l->c[i].start + l->c[i].length > end)
-			end = l->c[i].start + l->c[i].length;
-	return end;
-}
-
 static bool same_chunks(const struct chunk_list *a, const struct chunk_list *b)
 {
 	int i;
@@ -114,14 +103,6 @@ static bool same_chunks(const struct chunk_list *a, const struct chunk_list *b)
 		if (chunk_moved(a, i, b))
 			return false;
 	return true;
-}
-
-static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s %s at %llu+%llu", type_name(c->type),
-		 profile_name(chunk_profile(c->type)),
-		 (unsigned long long)c->start, (unsigned long long)c->length);
-	return buf;
 }
 
 /* ---- The state file ---- */
@@ -530,8 +511,6 @@ enum {
 	T_NR,
 };
 
-static int results;
-
 /* For a result's text: "" when @ret is 0, else ": <what failed>". */
 static const char *err(int ret)
 {
@@ -541,32 +520,6 @@ static const char *err(int ret)
 		return "";
 	snprintf(buf, sizeof(buf), ": %s", strerror(-ret));
 	return buf;
-}
-
-static __printf(2, 3) void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	results++;
-	printf("%sok %d ", ok ? "" : "not ", results);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (ok)
-		ksft_inc_pass_cnt();
-	else
-		ksft_inc_fail_cnt();
-}
-
-/* The results a failure left without their preconditions. */
-static void skip_rest(const char *why)
-{
-	while (results < T_NR) {
-		results++;
-		printf("ok %d # SKIP %s\n", results, why);
-		ksft_inc_xskip_cnt();
-	}
 }
 
 /* Of the log since @k's start: the line with @needle, into @buf. */
@@ -620,14 +573,15 @@ static int phase_verify(struct test_env *env)
 		ret = balance_progress(fd, &p);
 	if (!ret)
 		ret = balance_hold_wait(HOLD_RESUME_THREAD, HANG_MS);
-	result(!ret, "mount: the balance is recovered, its resume thread held%s",
-	       err(ret));
+	tap_result(!ret, "mount: the balance is recovered, its resume thread held%s",
+		   err(ret));
 	if (ret)
 		goto fatal;
 
 	ret = state_read(env->mnt, &st);
-	result(!ret, "the state file of the interrupted boot: %d chunks, bound %llu, %d files%s",
-	       st.chunks.n, (unsigned long long)st.bound, st.nfiles, err(ret));
+	tap_result(!ret,
+		   "the state file of the interrupted boot: %d chunks, bound %llu, %d files%s",
+		   st.chunks.n, (unsigned long long)st.bound, st.nfiles, err(ret));
 	if (ret)
 		goto fatal;
 
@@ -635,32 +589,32 @@ static int phase_verify(struct test_env *env)
 	if (!ret)
 		ret = read_chunks(fd, &mnt_chunks);
 	if (ret) {
-		result(false, "the balance item and the chunk tree: %s",
-		       strerror(-ret));
+		tap_result(false, "the balance item and the chunk tree: %s",
+			   strerror(-ret));
 		goto fatal;
 	}
-	result(item.bound == st.bound,
-	       "the item's bound is where the balance started: %llu (recorded %llu)",
-	       (unsigned long long)item.bound, (unsigned long long)st.bound);
+	tap_result(item.bound == st.bound,
+		   "the item's bound is where the balance started: %llu (recorded %llu)",
+		   (unsigned long long)item.bound, (unsigned long long)st.bound);
 
 	for (gone = 0, i = 0; i < st.chunks.n; i++)
 		gone += chunk_moved(&st.chunks, i, &mnt_chunks);
-	result(item.completed == (__u64)gone,
-	       "the item counts the relocations that committed: %llu, chunks gone %d",
-	       (unsigned long long)item.completed, gone);
-	result(gone >= 1 && gone <= st.chunks.n - 1,
-	       "the crash came in the middle: %d of %d chunks relocated (skip %d)",
-	       gone, st.chunks.n, st.skip);
+	tap_result(item.completed == (__u64)gone,
+		   "the item counts the relocations that committed: %llu, chunks gone %d",
+		   (unsigned long long)item.completed, gone);
+	tap_result(gone >= 1 && gone <= st.chunks.n - 1,
+		   "the crash came in the middle: %d of %d chunks relocated (skip %d)",
+		   gone, st.chunks.n, st.skip);
 
 	ret = balance_progress(fd, &p);
 	/* The mount resumes it: RESUME joins the flags it started with. */
-	result(!ret && p.stat.completed == item.completed &&
-	       (p.state & BTRFS_BALANCE_STATE_RUNNING) &&
-	       (p.flags & ~(__u64)BTRFS_BALANCE_RESUME) == ALL_TYPES,
-	       "progress says the same: completed %llu, state 0x%llx, flags 0x%llx%s",
-	       (unsigned long long)p.stat.completed,
-	       (unsigned long long)p.state, (unsigned long long)p.flags,
-	       err(ret));
+	tap_result(!ret && p.stat.completed == item.completed &&
+		   (p.state & BTRFS_BALANCE_STATE_RUNNING) &&
+		   (p.flags & ~(__u64)BTRFS_BALANCE_RESUME) == ALL_TYPES,
+		   "progress says the same: completed %llu, state 0x%llx, flags 0x%llx%s",
+		   (unsigned long long)p.stat.completed,
+		   (unsigned long long)p.state, (unsigned long long)p.flags,
+		   err(ret));
 
 	for (below = 0, i = 0; i < mnt_chunks.n; i++) {
 		if (mnt_chunks.c[i].start >= st.bound)
@@ -672,25 +626,25 @@ static int phase_verify(struct test_env *env)
 			below++;
 		}
 	}
-	result(!below, "below the bound only chunks the balance started with (%d others)",
-	       below);
+	tap_result(!below, "below the bound only chunks the balance started with (%d others)",
+		   below);
 
 	ret = verify_files(env->mnt, st.nfiles, st.file_size, why, sizeof(why));
-	result(!ret, "every file verifies after the crash%s%s",
-	       ret ? ": " : "", ret ? why : "");
+	tap_result(!ret, "every file verifies after the crash%s%s",
+		   ret ? ": " : "", ret ? why : "");
 
 	/* The resume, to its end. */
 	ret = balance_hold_set(0);
 	if (!ret)
 		ret = wait_balance_gone(fd, HANG_MS);
-	result(!ret && kmsg_contains(&k, "balance: ended with status: 0\n") == 1,
-	       "the resumed balance ends with status 0%s", err(ret));
+	tap_result(!ret && kmsg_contains(&k, "balance: ended with status: 0\n") == 1,
+		   "the resumed balance ends with status 0%s", err(ret));
 	if (ret)
 		goto fatal;
 
 	n = kmsg_relocations(&k, relocs, MAX_CHUNKS);
 	if (n < 0) {
-		result(false, "the kernel log: %s", strerror(-n));
+		tap_result(false, "the kernel log: %s", strerror(-n));
 		goto fatal;
 	}
 	/* Each chunk left at the crash, relocated exactly once. */
@@ -723,12 +677,12 @@ static int phase_verify(struct test_env *env)
 	}
 	ksft_print_msg("N=%d chunks: %d relocated before the crash (committed), %d needed after it, %d relocations logged by the resume\n",
 		       st.chunks.n, gone, left, n);
-	result(!twice && !missing,
-	       "each of the %d chunks left at the crash relocated exactly once (%d twice or more, %d never)",
-	       left, twice, missing);
-	result(!other && n == left,
-	       "nothing else relocated: %d relocations for %d chunks, %d of copies or unknown chunks",
-	       n, left, other);
+	tap_result(!twice && !missing,
+		   "each of the %d chunks left at the crash relocated exactly once (%d twice or more, %d never)",
+		   left, twice, missing);
+	tap_result(!other && n == left,
+		   "nothing else relocated: %d relocations for %d chunks, %d of copies or unknown chunks",
+		   n, left, other);
 
 	ret = read_chunks(fd, &after);
 	for (below = 0, i = 0; !ret && i < after.n; i++) {
@@ -739,28 +693,28 @@ static int phase_verify(struct test_env *env)
 		}
 	}
 	i = ret ? ret : balance_item_present(fd);
-	result(!ret && !below && i == 0,
-	       "no chunk below the bound is left (%d), nor the balance item (%d)",
-	       below, i);
+	tap_result(!ret && !below && i == 0,
+		   "no chunk below the bound is left (%d), nor the balance item (%d)",
+		   below, i);
 
 	ret = verify_files(env->mnt, st.nfiles, st.file_size, why, sizeof(why));
-	result(!ret, "every file verifies after the resume%s%s",
-	       ret ? ": " : "", ret ? why : "");
+	tap_result(!ret, "every file verifies after the resume%s%s",
+		   ret ? ": " : "", ret ? why : "");
 
 	kmsg_line(&k, "balance: resume", line, sizeof(line));
 	ret = strcmp(line, RESUME_LINE);
-	result(!ret, "the resume keeps the original filters: \"%s\"%s%s%s",
-	       line, ret ? " (want \"" : "", ret ? RESUME_LINE : "",
-	       ret ? "\")" : "");
+	tap_result(!ret, "the resume keeps the original filters: \"%s\"%s%s%s",
+		   line, ret ? " (want \"" : "", ret ? RESUME_LINE : "",
+		   ret ? "\")" : "");
 
 	close(fd);
 	fd = -1;
 	ret = umount_fs(env->mnt);
 	mounted = ret != 0;
-	result(!ret, "umount%s", err(ret));
+	tap_result(!ret, "umount%s", err(ret));
 	if (ret)
 		goto fatal;
-	result(!check_fs(env, NDEVS), "btrfs check --readonly");
+	tap_result(!check_fs(env, NDEVS), "btrfs check --readonly");
 	kmsg_end(&k);
 	ksft_finished();
 
@@ -771,7 +725,7 @@ fatal:
 	if (mounted)
 		umount_fs(env->mnt);
 	kmsg_end(&k);
-	skip_rest("an earlier step failed");
+	tap_skip_rest(T_NR, "an earlier step failed");
 	ksft_finished();
 }
 

@@ -83,17 +83,6 @@ static int open_dir(const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
-static __u64 chunks_end(const struct chunk_list *l)
-{
-	__u64 end = 0;
-	int i;
-
-	for (i = 0; i < l->n; i++)
-		if (l->c[i].start + l->c[i].length > end)
-			end = l->c[i].start + l->c[i].length;
-	return end;
-}
-
 static void balance_args(enum mode mode, struct btrfs_ioctl_balance_args *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -438,41 +427,6 @@ enum {
 	T_NR,
 };
 
-static int results;
-
-static void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	results++;
-	printf("%sok %d ", ok ? "" : "not ", results);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (ok)
-		ksft_inc_pass_cnt();
-	else
-		ksft_inc_fail_cnt();
-}
-
-static void skip_rest(const char *why)
-{
-	while (results < T_NR) {
-		results++;
-		printf("ok %d # SKIP %s\n", results, why);
-		ksft_inc_xskip_cnt();
-	}
-}
-
-static const char *chunk_desc(const struct chunk *c, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s %s at %llu+%llu", type_name(c->type),
-		 profile_name(chunk_profile(c->type)),
-		 (unsigned long long)c->start, (unsigned long long)c->length);
-	return buf;
-}
-
 /*
  * The item the cut left (if any) counts exactly the chunks of the start
  * that are gone: a relocation is counted in the transaction that removes
@@ -587,36 +541,36 @@ static int phase_verify(struct test_env *env)
 		fd = open_dir(env->mnt);
 		ret = fd < 0 ? fd : 0;
 	}
-	result(!ret, "mount after the cut%s%s", ret ? ": " : "",
-	       ret ? strerror(-ret) : "");
+	tap_result(!ret, "mount after the cut%s%s", ret ? ": " : "",
+		   ret ? strerror(-ret) : "");
 	if (ret)
 		goto fatal;
 	ret = state_read(env->mnt, &st);
-	result(!ret, "the state file: mode %s, %d chunks, bound %llu%s%s",
-	       st.mode == MODE_CONVERT ? "convert" : "full", st.chunks.n,
-	       (unsigned long long)st.bound, ret ? ": " : "",
-	       ret ? strerror(-ret) : "");
+	tap_result(!ret, "the state file: mode %s, %d chunks, bound %llu%s%s",
+		   st.mode == MODE_CONVERT ? "convert" : "full", st.chunks.n,
+		   (unsigned long long)st.bound, ret ? ": " : "",
+		   ret ? strerror(-ret) : "");
 	if (ret)
 		goto fatal;
 
 	ret = check_item(fd, &st, why, sizeof(why));
-	result(!ret, "the item counts the relocations that committed: %s", why);
+	tap_result(!ret, "the item counts the relocations that committed: %s", why);
 	ret = balance_hold_set(0);
 	if (ret) {
-		result(false, "release the resume thread: %s", strerror(-ret));
+		tap_result(false, "release the resume thread: %s", strerror(-ret));
 		goto fatal;
 	}
 
 	why[0] = '\0';
 	ret = finish_balance(fd, &st, &k, why, sizeof(why));
-	result(!ret, "the balance finishes: %s%s%s", why, ret ? ": " : "",
-	       ret ? strerror(-ret) : "");
+	tap_result(!ret, "the balance finishes: %s%s%s", why, ret ? ": " : "",
+		   ret ? strerror(-ret) : "");
 	if (ret)
 		goto fatal;
 
 	ret = read_chunks(fd, &after);
 	if (ret) {
-		result(false, "read the chunk tree: %s", strerror(-ret));
+		tap_result(false, "read the chunk tree: %s", strerror(-ret));
 		goto fatal;
 	}
 	for (left = 0, wrong = 0, i = 0; i < after.n; i++) {
@@ -633,10 +587,10 @@ static int phase_verify(struct test_env *env)
 			wrong++;
 		}
 	}
-	result(!left, "no chunk the balance started with is left (%d of %d)",
-	       left, st.chunks.n);
-	result(!wrong, "every chunk has the target profile (%d of %d do not)",
-	       wrong, after.n);
+	tap_result(!left, "no chunk the balance started with is left (%d of %d)",
+		   left, st.chunks.n);
+	tap_result(!wrong, "every chunk has the target profile (%d of %d do not)",
+		   wrong, after.n);
 
 	ret = drop_page_cache();
 	for (i = 0; !ret && i < NFILES; i++) {
@@ -645,21 +599,21 @@ static int phase_verify(struct test_env *env)
 			snprintf(why, sizeof(why), "f%02d: %s at %llu", i,
 				 strerror(-ret), (unsigned long long)bad);
 	}
-	result(!ret, "the %d files verify%s%s", NFILES, ret ? ": " : "",
-	       ret ? why : "");
+	tap_result(!ret, "the %d files verify%s%s", NFILES, ret ? ": " : "",
+		   ret ? why : "");
 	ret = verify_journal(env->mnt, synced, why, sizeof(why));
-	result(!ret, "the journal verifies up to its last fdatasync: %s", why);
+	tap_result(!ret, "the journal verifies up to its last fdatasync: %s", why);
 
 	ret = balance_item_present(fd);
-	result(ret == 0, "no balance item is left (%d)", ret);
+	tap_result(ret == 0, "no balance item is left (%d)", ret);
 	close(fd);
 	fd = -1;
 	ret = umount_fs(env->mnt);
 	mounted = ret != 0;
-	result(!ret, "umount%s%s", ret ? ": " : "", ret ? strerror(-ret) : "");
+	tap_result(!ret, "umount%s%s", ret ? ": " : "", ret ? strerror(-ret) : "");
 	if (ret)
 		goto fatal;
-	result(!check_fs(env, NDEVS), "btrfs check --readonly");
+	tap_result(!check_fs(env, NDEVS), "btrfs check --readonly");
 	kmsg_end(&k);
 	ksft_finished();
 
@@ -670,7 +624,7 @@ fatal:
 	if (mounted)
 		umount_fs(env->mnt);
 	kmsg_end(&k);
-	skip_rest("an earlier step failed");
+	tap_skip_rest(T_NR, "an earlier step failed");
 	ksft_finished();
 }
 
