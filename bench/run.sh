@@ -664,21 +664,27 @@ load_state() {
 	fi
 }
 
-report_main() {
-	ensure_packages gnuplot-nox
-	STEPS_LOG=$RUN/report.log
-	load_state
-	log "report of the run $RUN ($RUN_DATE; kernels $KERNELS)"
-	compare_configs
+# report: the tables, the figure and, with --docs, docs/; results.md is
+# shown.
+report() {
 	load_results
 	step "drawing the figure" "$STEPS_LOG" draw_figure ||
-		NOTES+=("the figure was not drawn (report.log)")
+		NOTES+=("the figure was not drawn (${STEPS_LOG##*/})")
 	write_results
 	write_docs_block
 	[ "$DOCS" = 0 ] || update_docs
 	echo
 	cat "$RUN/results.md"
 	echo
+}
+
+report_main() {
+	ensure_packages gnuplot-nox
+	STEPS_LOG=$RUN/report.log
+	load_state
+	log "report of the run $RUN ($RUN_DATE; kernels $KERNELS)"
+	compare_configs
+	report
 	log "results: $RUN/results.md, figure: $RUN/benchmarks.png"
 }
 
@@ -727,15 +733,7 @@ main() {
 			NOTES+=("harness times: bench/harness-times.sh failed (steps.log)")
 	fi
 	save_state
-	load_results
-	step "drawing the figure" "$STEPS_LOG" draw_figure ||
-		NOTES+=("the figure was not drawn (steps.log)")
-	write_results
-	write_docs_block
-	[ "$DOCS" = 0 ] || update_docs
-	echo
-	cat "$RUN/results.md"
-	echo
+	report
 	log "results: $RUN/results.md, figure: $RUN/benchmarks.png (raw: raw-results.txt, guest output: guest-<kernel>.txt, logs: steps.log, vm-<kernel>/)"
 }
 
