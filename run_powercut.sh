@@ -16,8 +16,8 @@
 #                 ./run_powercut.sh --runs 20 --random
 #   --kernel, --initrd   boot these (run_selftests.sh passes its own: the
 #                 initramfs must have /selftests/powercut/powercut_test);
-#                 without them the VM kernel, the kselftests and an initramfs
-#                 are built first
+#                 without them they are built first, as the VM stage builds
+#                 them (run_selftests.sh --build-only)
 #   --timeout SECS  each boot is killed after SECS (default 300)
 #
 # Kinds of run (kselftests/powercut_test.c is the guest side):
@@ -74,23 +74,6 @@ done
 
 KINDS=(random item pause mount)
 RELOC='relocating block group '
-
-# build DIR LOG: the VM kernel, the kselftests and an initramfs with only
-# powercut_test (in /selftests/powercut).
-build() {
-	local dir=$1 steps=$2 ksft=$BUILD_ROOT/kselftests
-	build_vm_kernel "$dir/bzImage" "$steps"
-	step "building the kselftests" "$steps" \
-		make -C "$RESTRIPER_ROOT/kselftests" KSFT_DIR="$TREE/tools/testing/selftests" OUTPUT="$ksft" ||
-		die "the kselftests do not build (log: $steps)"
-	mkdir -p "$dir/payload/powercut"
-	cp "$ksft/powercut_test" "$dir/payload/powercut/"
-	cp "$RESTRIPER_ROOT/vm/run-in-guest.sh" "$dir/payload/"
-	step "making the initramfs" "$steps" \
-		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$dir/payload" ||
-		die "no initramfs (log: $steps)"
-	KERNEL=$dir/bzImage INITRD=$dir/initramfs.cpio.gz
-}
 
 # boot RUN_DIR N LOG ARGS...: boot N of a run on its disks (made by boot 1).
 boot() {
@@ -238,7 +221,10 @@ main() {
 	steps=$RUN_DIR/steps.log
 	log "run folder: $RUN_DIR"
 	if [ -z "$KERNEL" ]; then
-		with_build_lock build "$RUN_DIR" "$steps"
+		# The VM stage's build: its initramfs has powercut/powercut_test.
+		step "building the kernel, the kselftests and the initramfs" "$steps" \
+			bash "$RESTRIPER_ROOT/run_selftests.sh" --build-only "$RUN_DIR" ||
+			die "nothing to boot (log: $steps)"
 		KERNEL=$RUN_DIR/bzImage INITRD=$RUN_DIR/initramfs.cpio.gz
 	fi
 	exec 3>/dev/null # run_vm's console: in the boot folders only
@@ -248,7 +234,7 @@ main() {
 	done
 	if [ "$failed" -eq 0 ]; then
 		find "$RUN_DIR" -name '*.img' -delete
-		rm -f "$RUN_DIR/bzImage" "$RUN_DIR/initramfs.cpio.gz"
+		rm -rf "$RUN_DIR/bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/payload"
 	fi
 	echo "powercut: $RUNS runs, $failed failed"
 	[ "$failed" -eq 0 ]
