@@ -15,20 +15,25 @@
 #  1. the series applies to the pinned base (ci/prepare-tree.sh; a tree with
 #     work that is not exported makes the gate fail, see RESTRIPER_FORCE);
 #     kunit/ is a faithful copy of the KUnit sources at the tip;
-#  2. for each patch in turn (HEAD detached at it):
-#     a. "make W=1 C=1 fs/btrfs/" with btrfs, KUnit and the balance KUnit
-#        test option as modules (x86_64_defconfig base, $CACHE/build/gate)
-#        must build with no W=1 or sparse warning in fs/btrfs/ that the base
-#        does not have;
+#  2. the gate kernel is built at the tip ($CACHE/build/gate-kernel: the VM
+#     kernel's config, vm/kernel.config, with kunit.config on top, W=1), and
+#     the VM stage (3) starts on it in the background;
+#  3. for each patch in turn (HEAD detached at it), in the gate kernel's
+#     folder, so that a patch recompiles only what it changes:
+#     a. "make W=1 C=1" builds, with no W=1 or sparse warning in fs/btrfs/
+#        that the base does not have;
 #     b. scripts/checkpatch.pl --strict is clean, findings on moved lines
 #        aside (ci/checkpatch-filter.py);
-#     c. KUnit: the KUnit kernel (kunit.config, everything =y) builds, and
-#        once the series has its KUnit option, every case passes
-#        (tools/testing/kunit/kunit.py run, $CACHE/build/kunit);
-#  3. ./run_selftests.sh at the tip: the full kernel in QEMU on real
-#     multi-device btrfs (kselftests/ with the fuzzer, btrfs-progs suite,
-#     the crash stage, the power-cut stage).  Its kernel is built before
-#     step 2, and its VMs run in the background during step 2.
+#     c. KUnit: once the series has its KUnit option, every case passes
+#        (tools/testing/kunit/kunit.py exec on that kernel, in QEMU);
+#  4. at the tip, "make W=1 fs/btrfs/" with btrfs, KUnit and the KUnit
+#     test option as modules (x86_64_defconfig base, $CACHE/build/
+#     gate-modules), with no new warning either: btrfs is a module in
+#     distribution kernels;
+#  5. ./run_selftests.sh at the tip, on the gate kernel: the full kernel in
+#     QEMU on real multi-device btrfs (kselftests/ with the fuzzer,
+#     btrfs-progs suite, the crash stage, the power-cut stage), running
+#     beside steps 3 and 4.
 # Prints a summary table; exits non-zero on any failure.  The summary ends
 # with "kunit: X passed, Y failed" (the tip), "selftests: N passed, M
 # failed, K skipped", "powercut: N runs, M failed" and "fuzz: N calls, M
@@ -37,7 +42,8 @@ set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-GATE_BUILD=$BUILD_ROOT/gate
+GATE_KERNEL=$BUILD_ROOT/gate-kernel
+GATE_MODULES=$BUILD_ROOT/gate-modules
 LOG_DIR=$CACHE/gate-logs
 JOBS=$(nproc)
 # Bump when the way warnings are collected changes: old baselines are unusable.
@@ -48,10 +54,15 @@ BASELINE_FORMAT=2
 #  UNKNOWN_COMMIT_ID  the tree has no upstream history, so any "Fixes:" or
 #                     "commit <sha> (...)" reference would be "unknown".
 CHECKPATCH_IGNORE=FILE_PATH_CHANGES,UNKNOWN_COMMIT_ID
-# The series' KUnit option, and the fs/btrfs build's config on top of
+# The series' KUnit option.  The gate kernel is the VM kernel with
+# kunit.config merged on top; the module build's config goes on top of
 # x86_64_defconfig: everything of interest as modules.
 KUNIT_OPTION=CONFIG_BTRFS_BALANCE_KUNIT_TEST
+KERNEL_FRAGMENTS=("$RESTRIPER_ROOT/vm/kernel.config" "$RESTRIPER_ROOT/kunit.config")
 MODULE_CONFIG="CONFIG_BLOCK=y CONFIG_KUNIT=m CONFIG_BTRFS_FS=m $KUNIT_OPTION=m CONFIG_BTRFS_DEBUG=y CONFIG_BTRFS_ASSERT=y"
+# W=1 for every build of the gate kernel, the first one too: a change of
+# flags would recompile everything at the first patch.
+export KBUILD_EXTRA_WARN=1
 
 # Same compiler messages (ASCII quotes) in the baseline and in every run.
 export LC_ALL=C
@@ -95,31 +106,64 @@ print_summary() {
 	[ -z "$FUZZ_LINE" ] || echo "$FUZZ_LINE"
 }
 
-gate_make() { make -C "$TREE" O="$GATE_BUILD" -j"$JOBS" "$@"; }
+# --- the gate kernel ---------------------------------------------------------
 
-# x86_64_defconfig once, then MODULE_CONFIG merged in at every commit (a
-# patch may add a Kconfig symbol, the test option's).  .config is only
-# replaced when the result differs, so that the build stays incremental.
-configure_gate_build() {
-	mkdir -p "$GATE_BUILD"
-	if [ ! -f "$GATE_BUILD/.config" ]; then
-		gate_make -s x86_64_defconfig
-	fi
-	cp "$GATE_BUILD/.config" "$GATE_BUILD/.config.gate"
-	printf '%s\n' $MODULE_CONFIG >>"$GATE_BUILD/.config.gate"
-	gate_make -s KCONFIG_CONFIG=.config.gate olddefconfig >/dev/null 2>&1
-	if ! cmp -s "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config"; then
-		mv "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config"
-	fi
-	rm -f "$GATE_BUILD/.config.gate" "$GATE_BUILD/.config.gate.old"
+kernel_make() { make -C "$TREE" O="$GATE_KERNEL" -j"$JOBS" "$@"; }
+
+# build_tip_kernel LOG: the gate kernel at the tip (vm/build-kernel.sh on the
+# prepared tree); its .config is kept as .config.tip, what every patch's
+# config is made from.
+build_tip_kernel() {
+	local f args=()
+	for f in "${KERNEL_FRAGMENTS[@]:1}"; do args+=(--fragment "$f"); done
+	bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --name "$(basename "$GATE_KERNEL")" \
+		--tree "$TREE" "${args[@]}" --log "$1" >/dev/null &&
+		cp "$GATE_KERNEL/.config" "$GATE_KERNEL/.config.tip" &&
+		echo with >"$GATE_KERNEL/.config.gate-state"
 }
 
-# build_btrfs LOG: incremental "make W=1 C=1 fs/btrfs/" (sparse runs on each
-# recompiled file).  Returns make's status.
-build_btrfs() {
-	configure_gate_build >"$1" 2>&1 &&
-		gate_make W=1 C=1 fs/btrfs/ >>"$1" 2>&1
+# build_patch_kernel LOG: the tip's config, less what the checked out commit's
+# Kconfig does not have (the KUnit option before the patch that adds it),
+# then an incremental "make W=1 C=1": sparse runs on each recompiled file.
+# The config is only made again when the option comes or goes (a kconfig
+# run costs seconds, at every patch).
+build_patch_kernel() {
+	local has=without state=$GATE_KERNEL/.config.gate-state
+
+	if grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; then
+		has=with
+	fi
+	: >"$1"
+	if [ "$(cat "$state" 2>/dev/null)" != "$has" ]; then
+		cp "$GATE_KERNEL/.config.tip" "$GATE_KERNEL/.config" &&
+			kernel_make -s olddefconfig >>"$1" 2>&1 &&
+			echo "$has" >"$state" || return
+	fi
+	kernel_make C=1 bzImage >>"$1" 2>&1
 }
+
+# --- fs/btrfs as modules -----------------------------------------------------
+
+modules_make() { make -C "$TREE" O="$GATE_MODULES" -j"$JOBS" "$@"; }
+
+# build_btrfs_modules LOG: x86_64_defconfig with MODULE_CONFIG merged in,
+# then "make W=1 fs/btrfs/" (sparse has seen every file in the gate kernel;
+# its warnings, in the baseline, cannot come back here).  Returns make's
+# status.
+# shellcheck disable=SC2086 # MODULE_CONFIG: one setting per word
+build_btrfs_modules() {
+	mkdir -p "$GATE_MODULES"
+	{
+		if [ ! -f "$GATE_MODULES/.config.defconfig" ]; then
+			modules_make -s KCONFIG_CONFIG=.config.defconfig x86_64_defconfig
+		fi
+		cp "$GATE_MODULES/.config.defconfig" "$GATE_MODULES/.config" &&
+			printf '%s\n' $MODULE_CONFIG >>"$GATE_MODULES/.config" &&
+			modules_make -s olddefconfig
+	} >"$1" 2>&1 && modules_make fs/btrfs/ >>"$1" 2>&1
+}
+
+# --- warnings ----------------------------------------------------------------
 
 # warnings LOG: the fs/btrfs/ warning/error lines, paths made relative to the
 # tree ("fs/btrfs/x.c:12:3: warning: ...").
@@ -147,63 +191,88 @@ build_errors() { # LOG: what to show when make failed
 	grep -E 'error|Error|\*\*\*' "$1" | sed -e "s|$TREE/||g" | head -n 40
 }
 
-# The warnings at base, computed once per base/config/toolchain: a full W=1 C=1
-# build of fs/btrfs/ (its objects are removed first).
-BASELINE=
-ensure_baseline() {
-	local key log t0=$SECONDS
+# The warnings of fs/btrfs/ at the base, one baseline per build (the gate
+# kernel's, the modules'), computed once per base, config and toolchain:
+# a full W=1 C=1 build of fs/btrfs/ at the base (its objects removed first).
+# The repository keeps the baselines of the toolchain it was made with
+# (Debian 12's gcc and sparse): the key says when one is the same.
+# baseline_file NAME CONFIG_TEXT: the file's name for these inputs.
+baseline_file() {
+	local key
 	key=$( {
 		echo "format $BASELINE_FORMAT"
 		# The base's content, the same in every tree made from it.
 		git_tree rev-parse "$BASE_TAG^{tree}"
-		echo "$MODULE_CONFIG"
+		echo "$2"
 		gcc --version | head -n1
 		sparse --version
 	} | sha256sum | cut -c1-16)
-	BASELINE=$CACHE/gate-baseline-$key.txt
-	[ -f "$BASELINE" ] && return 0
-	# The repository keeps the baseline of the toolchain it was made with
-	# (Debian 12's gcc and sparse): the key says it is the same one.
-	if [ -f "$RESTRIPER_ROOT/ci/gate-baseline-$key.txt" ]; then
-		cp "$RESTRIPER_ROOT/ci/gate-baseline-$key.txt" "$BASELINE"
-		log "warning baseline from ci/gate-baseline-$key.txt (same base, config and toolchain)"
+	echo "gate-baseline-$1-$key.txt"
+}
+
+# ensure_baseline VAR NAME CONFIG_TEXT BUILD_DIR BUILD_FN: sets VAR to the
+# baseline's path, building the base with BUILD_FN LOG when there is none.
+# Leaves HEAD at the base when it builds.
+ensure_baseline() {
+	local var=$1 name=$2 file log t0=$SECONDS
+	file=$CACHE/$(baseline_file "$name" "$3")
+	printf -v "$var" '%s' "$file"
+	[ -f "$file" ] && return 0
+	if [ -f "$RESTRIPER_ROOT/ci/$(basename "$file")" ]; then
+		cp "$RESTRIPER_ROOT/ci/$(basename "$file")" "$file"
+		log "warning baseline from ci/$(basename "$file") (same base, config and toolchain)"
 		return 0
 	fi
 	git_tree checkout -q --detach "$BASE_TAG"
-	rm -rf "$GATE_BUILD/fs/btrfs"
-	log=$LOG_DIR/00-baseline.log
-	build_btrfs "$log" || die "fs/btrfs/ does not build at '$BASE_TAG':" "$(build_errors "$log")" "(log: $log)"
-	warnings "$log" | keys | LC_ALL=C sort >"$BASELINE.tmp"
-	mv "$BASELINE.tmp" "$BASELINE"
-	log "warning baseline at '$BASE_TAG': $(wc -l <"$BASELINE") warning lines, in $((SECONDS - t0)) s"
+	rm -rf "$4/fs/btrfs"
+	log=$LOG_DIR/00-baseline-$name.log
+	"$5" "$log" || die "fs/btrfs/ does not build at '$BASE_TAG':" "$(build_errors "$log")" "(log: $log)"
+	warnings "$log" | keys | LC_ALL=C sort >"$file.tmp"
+	mv "$file.tmp" "$file"
+	log "warning baseline ($name) at '$BASE_TAG': $(wc -l <"$file") warning lines, in $((SECONDS - t0)) s (keep it: cp $file ci/)"
 }
 
-# Patch a: the fs/btrfs build.  Sets B_STATUS B_NEW.
-check_patch_build() { # LOG
+KERNEL_BASELINE='' MODULES_BASELINE=''
+kernel_baseline() {
+	ensure_baseline KERNEL_BASELINE kernel "$(cat "${KERNEL_FRAGMENTS[@]}")" \
+		"$GATE_KERNEL" build_patch_kernel
+}
+modules_baseline() {
+	ensure_baseline MODULES_BASELINE modules "$MODULE_CONFIG" \
+		"$GATE_MODULES" build_btrfs_modules
+}
+
+# check_build BUILD_FN BASELINE LOG: sets B_STATUS B_NEW.
+check_build() {
 	local new
 	B_NEW=-
-	if ! build_btrfs "$1"; then
+	if ! "$1" "$3"; then
 		B_STATUS=FAIL
-		echo "---- fs/btrfs/ does not build (log: $1)"
-		build_errors "$1"
+		echo "---- the build failed (log: $3)"
+		build_errors "$3"
 		return 0
 	fi
 	B_STATUS=ok
 	B_NEW=0
-	new=$(new_warnings "$BASELINE" "$1")
+	new=$(new_warnings "$2" "$3")
 	if [ -n "$new" ]; then
 		B_NEW=$(wc -l <<<"$new")
-		echo "---- $B_NEW new W=1/sparse warning(s) (log: $1)"
+		echo "---- $B_NEW new W=1/sparse warning(s) in fs/btrfs/ (log: $3)"
 		printf '%s\n' "$new"
 	fi
 }
 
-# Patch b: checkpatch.  Sets C_STATUS.
-check_patch_style() { # LOG PATCH
-	local total
+# Patch b: checkpatch, into LOG.  It reads the patch file only, so it runs
+# beside the patch's build (on the core the build leaves idle while it links).
+run_checkpatch() { # LOG PATCH
 	(cd "$TREE" && ./scripts/checkpatch.pl --strict --color=never \
 		--ignore "$CHECKPATCH_IGNORE" "$2" 2>&1 || true) |
 		python3 "$RESTRIPER_ROOT/ci/checkpatch-filter.py" "$2" >"$1"
+}
+
+# Its verdict.  Sets C_STATUS.
+check_patch_style() { # LOG
+	local total
 	total=$(tail -n1 "$1")
 	if [[ "$total" =~ ^total:\ 0\ errors,\ 0\ warnings,\ 0\ checks ]]; then
 		C_STATUS=ok
@@ -214,37 +283,33 @@ check_patch_style() { # LOG PATCH
 	fi
 }
 
-# Patch c: KUnit at the checked out commit.  Sets K_STATUS, KUNIT_LINE.
-check_patch_kunit() { # LOG
-	local cfg
-	if grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; then
-		if kunit_py run "$RESTRIPER_ROOT/kunit.config" >"$1" 2>&1; then
-			K_STATUS=$(kunit_summary "$1" | head -n1)
-		else
-			K_STATUS="FAIL: $(kunit_summary "$1" | head -n1)"
-			echo "---- KUnit failed (log: $1):"
-			grep -E '\[FAILED\]|FAILED at|Expected|ERROR|error:' "$1" | head -n 30
-		fi
-		KUNIT_LINE=$(kunit_summary "$1" | head -n1)
-	else
-		# Before the series adds its KUnit option: the KUnit kernel
-		# must still build.
-		cfg=$(mktemp)
-		grep -v "^$KUNIT_OPTION=" "$RESTRIPER_ROOT/kunit.config" >"$cfg"
-		if kunit_py build "$cfg" >"$1" 2>&1; then
-			K_STATUS="builds (no KUnit option yet)"
-		else
-			K_STATUS="FAIL: the KUnit kernel does not build"
-			echo "---- the KUnit kernel does not build (log: $1):"
-			build_errors "$1"
-		fi
-		rm -f "$cfg"
-	fi
+# kunit_exec LOG: tools/testing/kunit/kunit.py exec on the gate kernel as
+# built (QEMU, x86_64): every suite built in runs.
+kunit_exec() {
+	(cd "$TREE" && python3 tools/testing/kunit/kunit.py exec --arch=x86_64 \
+		--build_dir="$GATE_KERNEL" --timeout=600) >"$1" 2>&1
 }
 
-# Steps 2.  Leaves HEAD where it found it.
+# Patch c: KUnit at the checked out commit, once its kernel is built.  Sets
+# K_STATUS, KUNIT_LINE.
+check_patch_kunit() { # LOG
+	if ! grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; then
+		K_STATUS="- (no KUnit option yet)"
+		return 0
+	fi
+	if kunit_exec "$1"; then
+		K_STATUS=$(kunit_summary "$1" | head -n1)
+	else
+		K_STATUS="FAIL: $(kunit_summary "$1" | head -n1)"
+		echo "---- KUnit failed (log: $1):"
+		grep -E '\[FAILED\]|FAILED at|Expected|ERROR|error:' "$1" | head -n 30
+	fi
+	KUNIT_LINE=$(kunit_summary "$1" | head -n1)
+}
+
+# Step 3.  Leaves HEAD where it found it.
 check_patches() {
-	local commits i prev orig patch name f base t0
+	local commits i prev orig patch name f base t0 cp_pid
 	load_series
 	mapfile -t commits < <(git_tree rev-list --reverse "$BASE_TAG..HEAD")
 	[ ${#commits[@]} -eq ${#PATCHES[@]} ] ||
@@ -253,7 +318,7 @@ check_patches() {
 	# shellcheck disable=SC2064 # expand now
 	trap "git -C '$TREE' checkout -q '$orig'" EXIT
 
-	step "warning baseline of fs/btrfs at the base" "$LOG_DIR/00-baseline.step.log" ensure_baseline ||
+	step "warning baseline of fs/btrfs at the base" "$LOG_DIR/00-baseline.step.log" kernel_baseline ||
 		{ fail; return 0; }
 	prev=$(git_tree rev-parse "$BASE_TAG^{commit}")
 	[ "$FROM" -le ${#PATCHES[@]} ] || die "--from $FROM: the series has ${#PATCHES[@]} patches"
@@ -272,8 +337,11 @@ check_patches() {
 		while IFS= read -r f; do
 			if [ -e "$TREE/$f" ]; then touch "$TREE/$f"; fi
 		done < <(git_tree diff --name-only "$prev" "${commits[$i]}")
-		check_patch_build "$base.build.log"
-		check_patch_style "$base.checkpatch.log" "$patch"
+		run_checkpatch "$base.checkpatch.log" "$patch" &
+		cp_pid=$!
+		check_build build_patch_kernel "$KERNEL_BASELINE" "$base.build.log"
+		wait "$cp_pid" || true
+		check_patch_style "$base.checkpatch.log"
 		K_STATUS=-
 		[ "$DO_KUNIT" = 0 ] || check_patch_kunit "$base.kunit.log"
 		log "patch $((i + 1))/${#PATCHES[@]} $name: build $B_STATUS, new warnings $B_NEW, checkpatch $C_STATUS, KUnit $K_STATUS ($((SECONDS - t0)) s)"
@@ -300,29 +368,58 @@ check_kunit_copy() {
 	fail
 }
 
+# Step 2.  Fails the gate when the tip does not build.
+build_tip() {
+	local log=$LOG_DIR/tip-kernel.log
+	rm -f "$GATE_KERNEL/.config.tip" "$GATE_KERNEL/.config.gate-state"
+	if step "the gate kernel at the series tip (vm/kernel.config + kunit.config, W=1)" \
+		"$LOG_DIR/tip-kernel.step.log" build_tip_kernel "$log"; then
+		return 0
+	fi
+	row "the gate kernel at the series tip" "FAIL" "-" "-" "-"
+	fail
+	return 1
+}
+
 only_kunit() {
 	local log=$LOG_DIR/kunit-tip.log
-	if step "KUnit at the series tip" "$log" kunit_py run "$RESTRIPER_ROOT/kunit.config"; then
-		row "KUnit at the series tip" "-" "-" "-" "$(kunit_summary "$log" | head -n1)"
+	if step "KUnit at the series tip" "$log" kunit_exec "$log.out"; then
+		row "KUnit at the series tip" "-" "-" "-" "$(kunit_summary "$log.out" | head -n1)"
 	else
 		row "KUnit at the series tip" "-" "-" "-" "FAIL"
 		fail
 	fi
-	KUNIT_LINE=$(kunit_summary "$log" | head -n1)
+	KUNIT_LINE=$(kunit_summary "$log.out" | head -n1)
 }
 
-# The VM stage runs beside the per-patch checks: its kernel, kselftests and
-# initramfs are built first, at the tip (the tree then moves from patch to
-# patch), and its VMs, which build nothing, run in the background, on the
-# core a patch's build leaves idle while it links, runs checkpatch or boots
-# KUnit.  One kernel build at a time all the same.
+# Step 4, after the patches (HEAD at the tip again).
+check_modules_at_tip() {
+	local log=$LOG_DIR/modules-tip.log t0=$SECONDS
+	if ! step "warning baseline of fs/btrfs as modules" "$LOG_DIR/00-baseline-modules.step.log" modules_baseline; then
+		row "fs/btrfs as modules at the tip" "FAIL" "-" "-" "-"
+		fail
+		return 0
+	fi
+	git_tree checkout -q "$TREE_BRANCH"
+	check_build build_btrfs_modules "$MODULES_BASELINE" "$log"
+	log "fs/btrfs as modules at the tip: build $B_STATUS, new warnings $B_NEW ($((SECONDS - t0)) s)"
+	row "fs/btrfs as modules at the tip" "$B_STATUS" "$B_NEW" "-" "-"
+	{ [ "$B_STATUS" = ok ] && [ "$B_NEW" = 0 ]; } || fail
+}
+
+# Step 5 runs beside the per-patch checks: the kselftests and the initramfs
+# are built first, for the gate kernel at the tip (the tree then moves from
+# patch to patch), and its VMs, which build nothing, run in the background,
+# on the core a patch's build leaves idle while it links, runs checkpatch or
+# boots KUnit.  One kernel build at a time all the same.
 VM_PID='' VM_OUT='' VM_DIR=$CACHE/gate-vm
 start_vm_stage() {
 	local log=$LOG_DIR/vm-build.log
 	rm -rf "$VM_DIR"
-	if ! step "VM stage: kernel, kselftests and initramfs at the series tip" "$log" \
-		bash "$RESTRIPER_ROOT/run_selftests.sh" --build-only "$VM_DIR"; then
-		row "VM selftests at the series tip" "-" "-" "-" "FAIL: no kernel or kselftests"
+	if ! step "VM stage: kselftests and initramfs at the series tip" "$log" \
+		bash "$RESTRIPER_ROOT/run_selftests.sh" --build-only "$VM_DIR" \
+		--kernel "$GATE_KERNEL/arch/x86/boot/bzImage"; then
+		row "VM selftests at the series tip" "-" "-" "-" "FAIL: no kselftests"
 		SELFTESTS_LINE="selftests: 0 passed, 1 failed, 0 skipped (nothing built)"
 		fail
 		return 0
@@ -366,11 +463,14 @@ gate() {
 	fi
 	row "the series applies to the pinned base" "-" "-" "-" "ok"
 	check_kunit_copy
-	[ "$DO_VM" = 0 ] || start_vm_stage
-	if [ "$DO_PATCHES" = 1 ]; then
-		check_patches
-	elif [ "$DO_KUNIT" = 1 ]; then
-		only_kunit
+	if build_tip; then
+		[ "$DO_VM" = 0 ] || start_vm_stage
+		if [ "$DO_PATCHES" = 1 ]; then
+			check_patches
+			check_modules_at_tip
+		elif [ "$DO_KUNIT" = 1 ]; then
+			only_kunit
+		fi
 	fi
 	[ "$DO_VM" = 0 ] || finish_vm_stage
 	print_summary
