@@ -93,8 +93,7 @@ build_debug_kernel() { # DEST LOG
 # The fuzzer alone, with the tree's kselftest headers; staged in DIR.
 build_fuzzer() ( # DIR
 	mkdir -p "$FUZZ_OUT" "$1" || exit
-	make -C "$RESTRIPER_ROOT/kselftests" KSFT_DIR="$TREE/tools/testing/selftests" \
-		OUTPUT="$FUZZ_OUT" "$FUZZ_OUT/$PROG" || exit
+	make_kselftests "$FUZZ_OUT" "$FUZZ_OUT/$PROG" || exit
 	cp "$FUZZ_OUT/$PROG" "$1/" || exit
 	log "payload: $PROG ($(stat -c %s "$1/$PROG") bytes)"
 )

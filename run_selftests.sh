@@ -137,7 +137,7 @@ build_kselftests() {
 	[ -f "$KSFT_SRC/Makefile" ] || die "kselftests/Makefile is missing: cannot build the kselftests"
 	mkdir -p "$KSFT_OUT"
 	log "building the kselftests into $KSFT_OUT"
-	make -C "$KSFT_SRC" KSFT_DIR="$TREE/tools/testing/selftests" OUTPUT="$KSFT_OUT"
+	make_kselftests "$KSFT_OUT"
 }
 
 # stage_kselftests DIR: what goes to /selftests: the build output (the

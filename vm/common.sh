@@ -64,6 +64,20 @@ prepare_tree_and_say() {
 	log "tree: $(git_tree log -1 --format='%h %s' HEAD)$([ -z "$(tree_changes)" ] || echo ' + uncommitted changes')"
 }
 
+# make_kselftests OUTPUT [TARGET...]: kselftests/ built into OUTPUT against
+# the prepared tree's uapi headers (installed into OUTPUT/usr by "make
+# headers_install", out of the tree): the tests use what the series adds
+# to them, which the distribution's headers lack.  The caller holds the
+# build lock.
+make_kselftests() {
+	local out=$1
+	shift
+	make -C "$TREE" O="$BUILD_ROOT/headers" INSTALL_HDR_PATH="$out/usr" \
+		headers_install || return
+	make -C "$RESTRIPER_ROOT/kselftests" KSFT_DIR="$TREE/tools/testing/selftests" \
+		OUTPUT="$out" KHDR_INCLUDES="-isystem $out/usr/include" "$@"
+}
+
 # build_vm_kernel DEST LOG: build the VM kernel (vm/build-kernel.sh: prepares
 # the tree, holds the build lock; one line per step, its output appended to
 # LOG) and copy it to DEST, so that the run does not depend on the build
