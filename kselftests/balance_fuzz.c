@@ -81,7 +81,8 @@
 
 #define ALL_TYPES	(BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA | \
 			 BTRFS_BALANCE_SYSTEM)
-#define KNOWN_FLAGS	(ALL_TYPES | BTRFS_BALANCE_FORCE | BTRFS_BALANCE_RESUME)
+#define KNOWN_FLAGS	(ALL_TYPES | BTRFS_BALANCE_FORCE | BTRFS_BALANCE_RESUME | \
+			 BTRFS_BALANCE_DRY_RUN)
 #define KNOWN_ARGS_FLAGS (BTRFS_BALANCE_ARGS_MASK | \
 			  BTRFS_BALANCE_ARGS_CONVERT | BTRFS_BALANCE_ARGS_SOFT)
 #define LIMITS		(BTRFS_BALANCE_ARGS_LIMIT | \
@@ -719,8 +720,10 @@ static enum request_class classify(const struct btrfs_ioctl_balance_args *req)
 	enum request_class cls = REQ_VALID;
 	unsigned int i;
 
+	/* A dry run never resumes: refused before anything is looked at. */
 	if (req->flags & BTRFS_BALANCE_RESUME)
-		return REQ_RESUME;
+		return (req->flags & BTRFS_BALANCE_DRY_RUN) ? REQ_INVALID :
+							       REQ_RESUME;
 	if (req->flags & ~KNOWN_FLAGS)
 		return REQ_INVALID;
 	for (i = 0; i < ARRAY_SIZE(args); i++) {
@@ -1032,14 +1035,14 @@ static void gen_bg(struct call *c)
 static void gen_resume(struct call *c)
 {
 	gen_common(c, K_V2);
-	/* Only the RESUME bit counts; the rest may be anything. */
+	/* Only the RESUME bit counts, and DRY_RUN; the rest may be anything. */
 	if (chance(50))
 		gen_request(&c->req, false);
 	else
 		memset(&c->req, 0, sizeof(c->req));
 	c->req.flags |= BTRFS_BALANCE_RESUME;
 	c->ptr = chance(80) ? PTR_GOOD : pick_ptr();
-	c->cls = REQ_RESUME;
+	c->cls = classify(&c->req);
 }
 
 static void gen_ctl(struct call *c, int cmd)

@@ -2085,4 +2085,208 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 	EXPECT_EQ(0, syncfs(w->fd));
 }
 
+/* ---- Dry run: what a balance would relocate ---- */
+
+/* A dry run of @a: 0, its figures in @a, nothing moved, no balance left. */
+static void dry_run(struct __test_metadata *_metadata, struct world *w,
+		    struct btrfs_ioctl_balance_args *a, struct kmsg *k)
+{
+	struct btrfs_ioctl_balance_args p;
+	struct chunk_list before;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	a->flags |= BTRFS_BALANCE_DRY_RUN;
+	ASSERT_EQ(0, kmsg_start(k));
+	ASSERT_EQ(0, balance_v2(w->fd, a));
+	EXPECT_EQ(BTRFS_BALANCE_EXT_ESTIMATE, a->ext_flags);
+	EXPECT_EQ(a->types[0].chunks_expected + a->types[1].chunks_expected +
+		  a->types[2].chunks_expected, a->stat.expected);
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
+	EXPECT_EQ(0, balance_item_present(w->fd));
+	expect_unchanged(_metadata, w, &before);
+}
+
+TEST_F_TIMEOUT(fill, dry_run_counts_what_the_balance_then_relocates, 120)
+{
+	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_USAGE };
+	struct btrfs_ioctl_balance_args a;
+	__u64 moves[2];
+	struct kmsg k;
+
+	build_fill(_metadata, &self->w, &self->f);
+	/* Below 51%: B (half full) and C (empty), not A (3/4). */
+	b.usage = 51;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	dry_run(_metadata, &self->w, &a, &k);
+	EXPECT_EQ(1, kmsg_contains(&k, "balance: dry run: would relocate 2 data, 0 metadata and 0 system chunks, using 8388608, 0 and 0 bytes"))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	kmsg_end(&k);
+	EXPECT_EQ(2, a.types[0].chunks_expected);
+	EXPECT_EQ(FILL_B, a.types[0].bytes_expected);
+	EXPECT_EQ(0, a.types[1].chunks_expected);
+	EXPECT_EQ(0, a.types[2].chunks_expected);
+	EXPECT_EQ(0, a.types[0].chunks_done);
+	EXPECT_EQ(0, a.types[0].bytes_done);
+	/* The same request, for real: exactly those. */
+	moves[0] = self->f.b;
+	moves[1] = self->f.c;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_moves(_metadata, &self->w, &a, moves, 2);
+	verify_dataset(_metadata, &self->w);
+}
+
+TEST_F_TIMEOUT(fill, dry_run_of_a_full_balance_counts_every_chunk, 120)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct chunk_list l;
+	struct kmsg k;
+
+	build_fill(_metadata, &self->w, &self->f);
+	ASSERT_EQ(0, read_chunks(self->w.fd, &l));
+	request(&a, ALL_TYPES, NULL);
+	dry_run(_metadata, &self->w, &a, &k);
+	kmsg_end(&k);
+	EXPECT_EQ(count_kind(&l, BG_DATA), a.types[0].chunks_expected);
+	EXPECT_EQ(count_kind(&l, BG_META), a.types[1].chunks_expected);
+	EXPECT_EQ(count_kind(&l, BG_SYS), a.types[2].chunks_expected);
+	EXPECT_EQ(FILL_A + FILL_B, a.types[0].bytes_expected);
+	/* Metadata is in use, system too: not exact, the trees change. */
+	EXPECT_LT(0, a.types[1].bytes_expected);
+	EXPECT_LT(0, a.types[2].bytes_expected);
+	EXPECT_EQ(a.types[0].chunks_expected + a.types[1].chunks_expected +
+		  a.types[2].chunks_expected, (__u64)l.n);
+}
+
+/* Bad input to a dry run: refused as a start is, and the resume bit too. */
+TEST_F_TIMEOUT(fill, dry_run_refuses_what_a_start_refuses, 120)
+{
+	struct btrfs_balance_args b = { .flags = BTRFS_BALANCE_ARGS_USAGE };
+	struct btrfs_ioctl_balance_args a;
+
+	request(&a, BTRFS_BALANCE_DATA | BTRFS_BALANCE_DRY_RUN |
+		BTRFS_BALANCE_RESUME, NULL);
+	expect_refused(_metadata, &self->w, &a,
+		       "a dry run cannot resume a balance");
+	request(&a, BTRFS_BALANCE_DATA | BTRFS_BALANCE_DRY_RUN | (1ULL << 9),
+		NULL);
+	expect_refused(_metadata, &self->w, &a,
+		       "unknown flag bits 0x200 in balance flags");
+	b.usage = 150;
+	request(&a, BTRFS_BALANCE_DATA | BTRFS_BALANCE_DRY_RUN, &b);
+	expect_refused(_metadata, &self->w, &a,
+		       "usage 150 above 100 in data args");
+	b.flags = BTRFS_BALANCE_ARGS_VRANGE;
+	b.vstart = ~0ULL;
+	b.vend = 1;
+	request(&a, BTRFS_BALANCE_DATA | BTRFS_BALANCE_DRY_RUN, &b);
+	expect_refused(_metadata, &self->w, &a,
+		       "inverted vrange 18446744073709551615..1 in data args");
+	memset(&b, 0, sizeof(b));
+	b.flags = BTRFS_BALANCE_ARGS_CONVERT;
+	b.target = BTRFS_BLOCK_GROUP_RAID1C4;
+	request(&a, BTRFS_BALANCE_DATA | BTRFS_BALANCE_DRY_RUN, &b);
+	expect_refused(_metadata, &self->w, &a,
+		       "invalid convert data profile raid1c4");
+}
+
+/* ---- A convert whose target profile does not fit ---- */
+
+/*
+ * Two devices of 256 MiB, data single, with 300 MiB of data (preallocated:
+ * as used as written, and quick).  Data in raid1 needs 600 MiB: more than
+ * the two devices have.  The space check refuses the convert before it
+ * starts; forced, the convert runs as upstream runs it: it relocates what
+ * it can and ends with -ENOSPC, half converted.
+ */
+#define TOO_BIG_DATA	(300ULL * SZ_1M)
+
+FIXTURE(convert_too_big) {
+	struct world w;
+	char path[PATH_SIZE];
+	struct chunk_list before;
+};
+
+FIXTURE_SETUP(convert_too_big)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 2, .data = "single", .meta = "raid1", .size = "256M",
+	};
+	int fd;
+
+	world_setup(_metadata, &self->w, &spec);
+	snprintf(self->path, sizeof(self->path), "%s/data", self->w.env.mnt);
+	fd = open(self->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, fallocate(fd, 0, 0, TOO_BIG_DATA));
+	close(fd);
+	ASSERT_EQ(0, syncfs(self->w.fd));
+	ASSERT_EQ(0, read_chunks(self->w.fd, &self->before));
+}
+
+FIXTURE_TEARDOWN(convert_too_big)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+static void data_to_raid1(struct btrfs_ioctl_balance_args *a, __u64 flags)
+{
+	request(a, BTRFS_BALANCE_DATA | flags, NULL);
+	a->data.flags = BTRFS_BALANCE_ARGS_CONVERT;
+	a->data.target = BTRFS_BLOCK_GROUP_RAID1;
+}
+
+TEST_F_TIMEOUT(convert_too_big, is_refused_before_it_starts, 120)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct chunk_list after;
+	struct kmsg k;
+	int i;
+
+	data_to_raid1(&a, 0);
+	ASSERT_EQ(0, kmsg_start(&k));
+	EXPECT_EQ(-ENOSPC, balance_v2(self->w.fd, &a));
+	EXPECT_EQ(1, kmsg_contains(&k, "balance: cannot convert data to raid1: it needs 314572800 bytes, the devices have room for "))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	kmsg_end(&k);
+	/* Nothing started: no balance, no item, the same chunks. */
+	EXPECT_EQ(-ENOTCONN, balance_progress(self->w.fd, &p));
+	EXPECT_EQ(0, balance_item_present(self->w.fd));
+	ASSERT_EQ(0, read_chunks(self->w.fd, &after));
+	ASSERT_EQ(self->before.n, after.n);
+	for (i = 0; i < after.n; i++) {
+		EXPECT_EQ(self->before.c[i].start, after.c[i].start);
+		EXPECT_EQ(self->before.c[i].type, after.c[i].type);
+	}
+	EXPECT_EQ(0, unlink(self->path));
+	EXPECT_EQ(0, syncfs(self->w.fd));
+}
+
+TEST_F_TIMEOUT(convert_too_big, forced_runs_into_enospc, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct chunk_list after;
+	struct kmsg k;
+
+	data_to_raid1(&a, BTRFS_BALANCE_FORCE);
+	ASSERT_EQ(0, kmsg_start(&k));
+	EXPECT_EQ(-ENOSPC, balance_v2(self->w.fd, &a));
+	EXPECT_EQ(0, kmsg_contains(&k, "balance: cannot convert"));
+	EXPECT_EQ(1, kmsg_contains(&k, "enospc errors during balance"))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
+	kmsg_end(&k);
+	EXPECT_EQ(-ENOTCONN, balance_progress(self->w.fd, &p));
+	EXPECT_EQ(0, balance_item_present(self->w.fd));
+	ASSERT_EQ(0, read_chunks(self->w.fd, &after));
+	TH_LOG("data chunks: %d single before, %d single and %d raid1 after",
+	       count_chunks(&self->before, BTRFS_BLOCK_GROUP_DATA, 0),
+	       count_chunks(&after, BTRFS_BLOCK_GROUP_DATA, 0),
+	       count_chunks(&after, BTRFS_BLOCK_GROUP_DATA,
+			    BTRFS_BLOCK_GROUP_RAID1));
+	/* Half converted: single data chunks are left. */
+	EXPECT_LT(0, count_chunks(&after, BTRFS_BLOCK_GROUP_DATA, 0));
+	EXPECT_EQ(0, unlink(self->path));
+	EXPECT_EQ(0, syncfs(self->w.fd));
+}
+
 TEST_HARNESS_MAIN

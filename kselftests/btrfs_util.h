@@ -628,6 +628,18 @@ static inline int read_chunks(int fd, struct chunk_list *list)
 	return ret;
 }
 
+/* Chunks of @bg_type whose profile is @profile (0: single). */
+static inline int count_chunks(const struct chunk_list *list, __u64 bg_type,
+			       __u64 profile)
+{
+	int i, n = 0;
+
+	for (i = 0; i < list->n; i++)
+		n += (list->c[i].type & bg_type) &&
+		     (list->c[i].type & BTRFS_BLOCK_GROUP_PROFILE_MASK) == profile;
+	return n;
+}
+
 static inline int find_chunk(const struct chunk_list *list, __u64 start)
 {
 	int i;

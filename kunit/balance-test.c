@@ -1338,6 +1338,13 @@ static const struct request_case request_cases[] = {
 	    .flags = T_DATA | BIT_ULL(7)),
 	BAD("balance flag bit 10", "0x400 in balance flags", ONE_DEV,
 	    .flags = T_DATA | BIT_ULL(10)),
+	OK("dry run is known", ONE_DEV,
+	   .flags = BTRFS_BALANCE_DRY_RUN | T_DATA),
+	BAD("dry run of a balance to resume",
+	    "dry run flag on a balance to resume", ONE_DEV,
+	    .flags = BTRFS_BALANCE_DRY_RUN | BTRFS_BALANCE_RESUME | T_DATA),
+	BAD("balance flag bit 9", "0x200 in balance flags", ONE_DEV,
+	    .flags = T_DATA | BIT_ULL(9)),
 	BAD("balance flag bit 63", "0x8000000000000000 in balance flags",
 	    ONE_DEV, .flags = T_DATA | BIT_ULL(63)),
 	BAD("data args bit 11", "0x800 in data flags", ONE_DEV,
@@ -1720,6 +1727,51 @@ static void balance_item_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, completed),
 			424);
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_item), 448);
+}
+
+/* The fields added to the ioctl args take from unused[], nothing moves. */
+static void ioctl_args_layout_test(struct kunit *test)
+{
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args, stat),
+			424);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args,
+				       ext_flags), 448);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args, types),
+			456);
+	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_type_progress), 32);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args, unused),
+			552);
+	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_ioctl_balance_args), 1024);
+}
+
+/* A dry run reports its scan per type; what the caller sent is replaced. */
+static void scan_to_args_test(struct kunit *test)
+{
+	struct btrfs_balance_scan scan = {
+		.chunks = { 3, 2, 1 },
+		.bytes = { SZ_1G, SZ_512M, SZ_32M },
+		.used = { SZ_256M, SZ_16M, SZ_16K },
+	};
+	struct btrfs_ioctl_balance_args bargs;
+	int i;
+
+	memset(&bargs, 0xff, sizeof(bargs));
+	bargs.flags = BTRFS_BALANCE_DRY_RUN | T_ALL;
+	balance_scan_to_args(&scan, &bargs);
+	KUNIT_EXPECT_EQ(test, bargs.flags, BTRFS_BALANCE_DRY_RUN | T_ALL);
+	KUNIT_EXPECT_EQ(test, bargs.ext_flags, BTRFS_BALANCE_EXT_ESTIMATE);
+	KUNIT_EXPECT_EQ(test, bargs.state, 0);
+	KUNIT_EXPECT_EQ(test, bargs.stat.expected, 6);
+	KUNIT_EXPECT_EQ(test, bargs.stat.considered, 0);
+	KUNIT_EXPECT_EQ(test, bargs.stat.completed, 0);
+	for (i = 0; i < BTRFS_BALANCE_NR_TYPES; i++) {
+		KUNIT_EXPECT_EQ(test, bargs.types[i].chunks_expected,
+				scan.chunks[i]);
+		KUNIT_EXPECT_EQ(test, bargs.types[i].bytes_expected,
+				scan.used[i]);
+		KUNIT_EXPECT_EQ(test, bargs.types[i].chunks_done, 0);
+		KUNIT_EXPECT_EQ(test, bargs.types[i].bytes_done, 0);
+	}
 }
 
 /*
@@ -2107,6 +2159,8 @@ static struct kunit_case balance_requests_cases[] = {
 	KUNIT_CASE(args_to_disk_test),
 	KUNIT_CASE(args_to_cpu_test),
 	KUNIT_CASE(balance_item_layout_test),
+	KUNIT_CASE(ioctl_args_layout_test),
+	KUNIT_CASE(scan_to_args_test),
 	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
 	KUNIT_CASE_PARAM(chunk_is_work_test, chunk_is_work_gen_params),
 	KUNIT_CASE(stat_restart_test),
@@ -2123,5 +2177,270 @@ static struct kunit_suite balance_requests_suite = {
 	.test_cases = balance_requests_cases,
 };
 
+/* Placing a profile on devices, and the space check of a convert. */
+
+/* Place all that fits: the profile's capacity. */
+#define ALL		U64_MAX
+
+struct place_case {
+	const char *name;
+	u64 profile;
+	/* MiB available on each device */
+	u64 devs[4];
+	int num_devs;
+	u64 needed;
+	u64 expected;
+};
+
+static const struct place_case place_cases[] = {
+	{ "single on two equal devices", B_DATA, { 100, 100 }, 2,
+	  ALL, MIB(200) },
+	{ "raid0 on two unequal devices: single on the rest", B_RAID0,
+	  { 100, 60 }, 2, ALL, MIB(160) },
+	{ "raid1 on two equal devices", B_RAID1, { 100, 100 }, 2,
+	  ALL, MIB(100) },
+	{ "raid1 on two unequal devices: the smaller one", B_RAID1,
+	  { 100, 60 }, 2, ALL, MIB(60) },
+	{ "raid1 on three uneven devices: half of all", B_RAID1,
+	  { 100, 60, 50 }, 3, ALL, MIB(105) },
+	{ "raid1 on three uneven devices: all but the largest", B_RAID1,
+	  { 100, 30, 20 }, 3, ALL, MIB(50) },
+	{ "raid1 on three equal devices", B_RAID1, { 100, 100, 100 }, 3,
+	  ALL, MIB(150) },
+	{ "raid1 on one device: nothing", B_RAID1, { 100 }, 1, ALL, 0 },
+	{ "raid10 on four equal devices", B_RAID10, { 100, 100, 100, 100 }, 4,
+	  ALL, MIB(200) },
+	{ "raid10 on four unequal devices", B_RAID10, { 100, 100, 60, 60 }, 4,
+	  ALL, MIB(160) },
+	{ "raid10 on three devices: two at a time", B_RAID10,
+	  { 100, 100, 100 }, 3, ALL, MIB(150) },
+	{ "raid5 on three equal devices", B_RAID5, { 100, 100, 100 }, 3,
+	  ALL, MIB(200) },
+	{ "raid5 on three unequal devices: two on the rest", B_RAID5,
+	  { 100, 100, 50 }, 3, ALL, MIB(150) },
+	{ "raid6 on four equal devices", B_RAID6, { 100, 100, 100, 100 }, 4,
+	  ALL, MIB(200) },
+	{ "raid6 on four uneven devices", B_RAID6, { 100, 80, 60, 40 }, 4,
+	  ALL, MIB(100) },
+	{ "raid6 on three unequal devices: not on two", B_RAID6,
+	  { 100, 100, 50 }, 3, ALL, MIB(50) },
+	{ "dup on one device: half of it", B_DUP, { 100 }, 1,
+	  ALL, MIB(50) },
+	{ "dup on two devices: half of both", B_DUP, { 100, 60 }, 2,
+	  ALL, MIB(80) },
+	{ "raid1c3 on three equal devices", B_RAID1C3, { 100, 100, 100 }, 3,
+	  ALL, MIB(100) },
+	{ "raid1c4 on three devices: nothing", B_RAID1C4, { 100, 100, 100 }, 3,
+	  ALL, 0 },
+	{ "space below a stripe length is not used", B_RAID1, { 100, 0 }, 2,
+	  ALL, 0 },
+	{ "raid1 just fits", B_RAID1, { 100, 100 }, 2,
+	  MIB(100), MIB(100) },
+	{ "raid1 one byte over", B_RAID1, { 100, 100 }, 2,
+	  MIB(100) + 1, MIB(100) },
+	{ "raid1 on three uneven devices just fits", B_RAID1,
+	  { 100, 60, 50 }, 3, MIB(105), MIB(105) },
+	{ "raid1 on three uneven devices one byte over", B_RAID1,
+	  { 100, 60, 50 }, 3, MIB(105) + 1, MIB(105) },
+	{ "raid6 just fits", B_RAID6, { 100, 100, 100, 100 }, 4,
+	  MIB(200), MIB(200) },
+	{ "raid6 one byte over", B_RAID6, { 100, 100, 100, 100 }, 4,
+	  MIB(200) + 1, MIB(200) },
+	{ "dup on one device just fits", B_DUP, { 100 }, 1,
+	  MIB(50), MIB(50) },
+	{ "dup on one device one byte over", B_DUP, { 100 }, 1,
+	  MIB(50) + 1, MIB(50) },
+	{ "less than a stripe length needed", B_RAID1, { 100, 100 }, 2,
+	  1, 1 },
+};
+
+static void place_case_desc(const struct place_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(place, place_cases, place_case_desc);
+
+static void place_profile_test(struct kunit *test)
+{
+	const struct place_case *p = test->param_value;
+	u64 avail[ARRAY_SIZE(p->devs)];
+	int i;
+
+	for (i = 0; i < p->num_devs; i++)
+		avail[i] = MIB(p->devs[i]);
+	/* 1 MiB stripes, as check_balance_space() uses for small devices */
+	KUNIT_EXPECT_EQ(test, balance_place_profile(p->profile, avail,
+						    p->num_devs, p->needed,
+						    SZ_1M),
+			p->expected);
+}
+
+/* What is placed is taken from the devices, one copy on each. */
+static void place_profile_takes_the_space_test(struct kunit *test)
+{
+	u64 avail[3] = { MIB(100), MIB(100), MIB(10) };
+
+	KUNIT_EXPECT_EQ(test, balance_place_profile(B_RAID1, avail, 3,
+						    MIB(30), SZ_1M),
+			MIB(30));
+	/* 30 MiB twice, on the devices with the most space. */
+	KUNIT_EXPECT_EQ(test, avail[0] + avail[1] + avail[2], MIB(150));
+	KUNIT_EXPECT_EQ(test, avail[0], MIB(70));
+	KUNIT_EXPECT_EQ(test, avail[1], MIB(70));
+	KUNIT_EXPECT_EQ(test, avail[2], MIB(10));
+}
+
+/* Large stripes place less on uneven devices: what the step size is for. */
+static void place_profile_stripe_size_test(struct kunit *test)
+{
+	u64 avail[3] = { MIB(100), MIB(60), MIB(50) };
+
+	KUNIT_EXPECT_EQ(test, balance_place_profile(B_RAID1, avail, 3, ALL,
+						    MIB(64)),
+			MIB(100));
+}
+
+static void scan_add_test(struct kunit *test)
+{
+	struct btrfs_balance_space_dev devs[3] = {
+		{ .devid = 1 }, { .devid = 3 }, { .devid = 4 },
+	};
+	struct btrfs_balance_scan scan = { .num_devs = 3, .devs = devs };
+	struct btrfs_balance_stripe stripes[2] = {
+		{ .devid = 3, .offset = SZ_1M }, { .devid = 4, .offset = SZ_1M },
+	};
+	struct btrfs_balance_chunk raid1 = {
+		.start = SZ_1G, .length = MIB(256), .type = B_DATA | B_RAID1,
+		.used = MIB(40), .num_stripes = 2, .stripes = stripes,
+	};
+	struct btrfs_balance_chunk raid0 = {
+		.start = 2ULL * SZ_1G, .length = MIB(256),
+		.type = B_META | B_RAID0, .used = MIB(8), .num_stripes = 2,
+		.stripes = stripes,
+	};
+	struct btrfs_balance_control bctl = { .flags = T_ALL };
+
+	bctl.data.flags = A_CONVERT;
+	bctl.data.target = B_RAID1C3;
+	bctl.meta.flags = A_USAGE;
+	bctl.meta.usage = 90;
+
+	balance_scan_add(&scan, &bctl, &raid1);
+	balance_scan_add(&scan, &bctl, &raid0);
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_DATA_INDEX], 1);
+	KUNIT_EXPECT_EQ(test, scan.bytes[BTRFS_BALANCE_DATA_INDEX], MIB(256));
+	KUNIT_EXPECT_EQ(test, scan.used[BTRFS_BALANCE_DATA_INDEX], MIB(40));
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_META_INDEX], 1);
+	KUNIT_EXPECT_EQ(test, scan.used[BTRFS_BALANCE_META_INDEX], MIB(8));
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_SYS_INDEX], 0);
+	/* A raid1 stripe is the whole chunk; metadata does not convert. */
+	KUNIT_EXPECT_EQ(test, devs[0].freed, 0);
+	KUNIT_EXPECT_EQ(test, devs[1].freed, MIB(256));
+	KUNIT_EXPECT_EQ(test, devs[2].freed, MIB(256));
+}
+
+struct space_case {
+	const char *name;
+	/* Extended convert targets, 0 when that type does not convert. */
+	u64 data_target;
+	u64 meta_target;
+	/* MiB, per device */
+	u64 unallocated[4];
+	u64 freed[4];
+	int num_devs;
+	/* MiB used in the chunks relocated, data and metadata */
+	u64 data_used;
+	u64 meta_used;
+	int expected;
+	/* In the reason, for -ENOSPC */
+	const char *why;
+};
+
+static const struct space_case space_cases[] = {
+	{ "single to raid1 fits in the space single frees", B_RAID1, 0,
+	  { 200, 200 }, { 200, 0 }, 2, 200, 0, 0, NULL },
+	{ "single to raid1 does not fit", B_RAID1, 0,
+	  { 50, 50 }, { 100, 0 }, 2, 100, 0, -ENOSPC,
+	  "data to raid1: it needs 104857600 bytes, the devices have room for 52428800" },
+	{ "raid1 to single fits in what raid1 frees", B_SINGLE, 0,
+	  { 0, 0 }, { 100, 100 }, 2, 100, 0, 0, NULL },
+	{ "raid1 on three uneven devices just fits", B_RAID1, 0,
+	  { 100, 60, 50 }, { 0, 0, 0 }, 3, 105, 0, 0, NULL },
+	{ "raid1 on three uneven devices, 1 MiB over", B_RAID1, 0,
+	  { 100, 60, 50 }, { 0, 0, 0 }, 3, 106, 0, -ENOSPC,
+	  "it needs 111149056 bytes, the devices have room for 110100480" },
+	{ "dup to raid1 on one device", 0, B_RAID1,
+	  { 500 }, { 0 }, 1, 0, 10, -ENOSPC,
+	  "metadata to raid1: it needs 10485760 bytes, the devices have room for 0" },
+	{ "single to dup on one device", B_DUP, 0,
+	  { 100 }, { 100 }, 1, 100, 0, 0, NULL },
+	{ "data takes the space metadata needs", B_RAID1, B_RAID1,
+	  { 100, 100 }, { 0, 0 }, 2, 95, 10, -ENOSPC,
+	  "metadata to raid1: it needs 10485760 bytes, the devices have room for 5242880" },
+	{ "data and metadata both fit", B_RAID1, B_RAID1,
+	  { 100, 100 }, { 0, 0 }, 2, 90, 10, 0, NULL },
+	{ "raid10 on four devices", B_RAID10, 0,
+	  { 100, 100, 100, 100 }, { 0, 0, 0, 0 }, 4, 200, 0, 0, NULL },
+	{ "raid5 on three devices, over", B_RAID5, 0,
+	  { 100, 100, 50 }, { 0, 0, 0 }, 3, 151, 0, -ENOSPC,
+	  "cannot convert data to raid5" },
+	{ "no convert: nothing to check", 0, 0,
+	  { 0, 0 }, { 0, 0 }, 2, 1000, 1000, 0, NULL },
+	{ "a convert with nothing to relocate", B_RAID1C4, 0,
+	  { 0, 0 }, { 0, 0 }, 2, 0, 0, 0, NULL },
+};
+
+static void space_case_desc(const struct space_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(space, space_cases, space_case_desc);
+
+static void check_space_test(struct kunit *test)
+{
+	const struct space_case *p = test->param_value;
+	struct btrfs_balance_space_dev devs[ARRAY_SIZE(p->unallocated)] = { 0 };
+	struct btrfs_balance_scan scan = {
+		.num_devs = p->num_devs, .devs = devs,
+	};
+	struct btrfs_balance_control bctl = { .flags = T_ALL };
+	u64 avail[ARRAY_SIZE(p->unallocated)];
+	char why[160] = "";
+	int i;
+
+	for (i = 0; i < p->num_devs; i++) {
+		devs[i].devid = i + 1;
+		devs[i].unallocated = MIB(p->unallocated[i]);
+		devs[i].freed = MIB(p->freed[i]);
+	}
+	scan.used[BTRFS_BALANCE_DATA_INDEX] = MIB(p->data_used);
+	scan.used[BTRFS_BALANCE_META_INDEX] = MIB(p->meta_used);
+	init_type_args(&bctl.data, p->data_target, RUNNING);
+	init_type_args(&bctl.meta, p->meta_target, RUNNING);
+	init_type_args(&bctl.sys, 0, RUNNING);
+
+	KUNIT_EXPECT_EQ(test, check_balance_space(&bctl, &scan, avail, why,
+						  sizeof(why)),
+			p->expected);
+	if (p->why)
+		KUNIT_EXPECT_NOT_NULL_MSG(test, strstr(why, p->why), "%s", why);
+}
+
+static struct kunit_case balance_space_cases[] = {
+	KUNIT_CASE_PARAM(place_profile_test, place_gen_params),
+	KUNIT_CASE(place_profile_takes_the_space_test),
+	KUNIT_CASE(place_profile_stripe_size_test),
+	KUNIT_CASE(scan_add_test),
+	KUNIT_CASE_PARAM(check_space_test, space_gen_params),
+	{}
+};
+
+static struct kunit_suite balance_space_suite = {
+	.name = "btrfs_balance_space",
+	.test_cases = balance_space_cases,
+};
+
 kunit_test_suites(&balance_profiles_suite, &balance_filters_suite,
-		  &balance_requests_suite);
+		  &balance_requests_suite, &balance_space_suite);
