@@ -59,8 +59,11 @@ if [ -n "$KERNEL" ]; then
 else
 	build_vm_kernel "$dir/bzImage" "$steps_log"
 fi
+step "building tools/balance-status (make)" "$steps_log" make -C "$RESTRIPER_ROOT" ||
+	die "make failed (log: $steps_log)"
 step "making the initramfs" "$steps_log" \
-	bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/vm/demo-in-guest.sh" ||
+	bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/vm/demo-in-guest.sh" \
+	"$RESTRIPER_ROOT/tools/balance-status" ||
 	die "no initramfs (log: $steps_log)"
 
 # 512M disks: the data chunks are then ~150 MiB (10% of the filesystem), so

@@ -3,9 +3,10 @@
 #
 #  1. a 3-device btrfs (vda vdb vdc): data "single", metadata "raid1"
 #  2. ~200 MiB of files with known content (md5sum list kept in /tmp)
-#  3. a 4th device added, then "btrfs balance start -dconvert=raid1": the
-#     restriper rewrites every data chunk as raid1 over the 4 devices, with
-#     the progress printed every second
+#  3. a 4th device added, a dry run of the convert (tools/balance-status -n:
+#     what it would relocate, per type), then "btrfs balance start
+#     -dconvert=raid1": the restriper rewrites every data chunk as raid1 over
+#     the 4 devices, with the progress (tools/balance-status) every second
 #  4. "btrfs balance pause" half way, unmount: the balance item stays on disk
 #  5. mount again: the kernel resumes the balance by itself; wait for the end
 #  6. checks: no data left in "single", every checksum right (read back from
@@ -50,6 +51,10 @@ poll() {
 	[ -n "$P" ] || [ "$ST" = none ] || P="(no progress reported yet)"
 }
 
+# progress: the report line of tools/balance-status (bar, rate, time left)
+BS=/selftests/balance-status
+progress() { "$BS" "$MNT" | tail -n1; }
+
 for d in /dev/vda /dev/vdb /dev/vdc /dev/vdd; do
 	[ -b "$d" ] || fail "$d is missing: the demo needs 4 disks"
 done
@@ -86,6 +91,9 @@ step "adding a 4th device"
 run btrfs device add -f /dev/vdd "$MNT" || fail "device add"
 run btrfs filesystem show "$MNT"
 
+step "dry run: what converting data to raid1 would relocate (nothing moves)"
+run "$BS" -n -dconvert=raid1 "$MNT" || fail "balance-status -n (dry run)"
+
 step "balance: converting data from single to raid1 (progress every second)"
 T_BAL=$(now)
 echo "# btrfs balance start -dconvert=raid1 $MNT &"
@@ -95,7 +103,7 @@ paused=0
 while :; do
 	sleep 1
 	poll
-	echo "  [$(since "$T_BAL") s] $ST: $P"
+	echo "  [$(since "$T_BAL") s] $(progress)"
 	if [ "$ST" = none ]; then
 		break
 	fi
@@ -136,7 +144,7 @@ if [ "$paused" = 1 ]; then
 	while :; do
 		poll
 		[ "$ST" = none ] && break
-		echo "  [$(since "$T_RES") s] $ST: $P"
+		echo "  [$(since "$T_RES") s] $(progress)"
 		if [ "$ST" = paused ]; then
 			paused_for=$((paused_for + 1))
 			[ $paused_for -lt 15 ] || fail "the kernel did not resume the balance"

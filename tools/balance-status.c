@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * balance-status: the progress of a btrfs balance, and a dry run.
+ *
+ *   balance-status [-w] [-i SECONDS] MOUNTPOINT
+ *	The balance on MOUNTPOINT: its state, and per type (data, metadata,
+ *	system) and in all the chunks expected and relocated, with a progress
+ *	bar, the rate and an estimate of the time left.  -w redraws it every
+ *	-i seconds (default 1) until the balance is no longer running.
+ *
+ *   balance-status -n [-f] [-d[FILTERS]] [-m[FILTERS]] [-s[FILTERS]] MOUNTPOINT
+ *	A dry run (BTRFS_BALANCE_DRY_RUN): per type, the chunks a balance
+ *	with these filters would relocate and the bytes used in them.
+ *	Nothing is relocated.  FILTERS as for "btrfs balance start":
+ *	profiles=P[|P...], usage=N or N..M, devid=N, drange=A..B,
+ *	vrange=A..B, limit=N or N..M, stripes=N..M, convert=P, soft,
+ *	separated by commas.  No type flag: all three, no filter.
+ *
+ * The ABI of the balance ioctls is written out here (struct layouts and
+ * numbers are facts of the kernel's uapi), so that the program builds
+ * with the headers of any distribution.  A kernel without the dry run
+ * refuses the request with EINVAL: the program says so, nothing ran.
+ *
+ * Exit status: 0, 1 on an error, 2 on bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+
+#define BTRFS_IOCTL_MAGIC	0x94
+
+#define BALANCE_DATA		(1ULL << 0)
+#define BALANCE_SYSTEM		(1ULL << 1)
+#define BALANCE_METADATA	(1ULL << 2)
+#define BALANCE_TYPES		(BALANCE_DATA | BALANCE_SYSTEM | BALANCE_METADATA)
+#define BALANCE_FORCE		(1ULL << 3)
+#define BALANCE_DRY_RUN		(1ULL << 8)
+
+#define ARGS_PROFILES		(1ULL << 0)
+#define ARGS_USAGE		(1ULL << 1)
+#define ARGS_DEVID		(1ULL << 2)
+#define ARGS_DRANGE		(1ULL << 3)
+#define ARGS_VRANGE		(1ULL << 4)
+#define ARGS_LIMIT		(1ULL << 5)
+#define ARGS_LIMIT_RANGE	(1ULL << 6)
+#define ARGS_STRIPES_RANGE	(1ULL << 7)
+#define ARGS_CONVERT		(1ULL << 8)
+#define ARGS_SOFT		(1ULL << 9)
+#define ARGS_USAGE_RANGE	(1ULL << 10)
+
+#define STATE_RUNNING		(1ULL << 0)
+#define STATE_PAUSE_REQ		(1ULL << 1)
+#define STATE_CANCEL_REQ	(1ULL << 2)
+
+#define EXT_ESTIMATE		(1ULL << 0)
+
+/* struct btrfs_balance_args: 136 bytes */
+struct bal_args {
+	uint64_t profiles;
+	union {
+		uint64_t usage;
+		struct {
+			uint32_t usage_min;
+			uint32_t usage_max;
+		};
+	};
+	uint64_t devid;
+	uint64_t pstart;
+	uint64_t pend;
+	uint64_t vstart;
+	uint64_t vend;
+	uint64_t target;
+	uint64_t flags;
+	union {
+		uint64_t limit;
+		struct {
+			uint32_t limit_min;
+			uint32_t limit_max;
+		};
+	};
+	uint32_t stripes_min;
+	uint32_t stripes_max;
+	uint64_t unused[6];
+};
+
+struct bal_type_progress {
+	uint64_t chunks_expected;
+	uint64_t chunks_done;
+	uint64_t bytes_expected;
+	uint64_t bytes_done;
+};
+
+/* struct btrfs_ioctl_balance_args: 1024 bytes, the same on every kernel */
+struct bal_ioctl_args {
+	uint64_t flags;
+	uint64_t state;
+	struct bal_args data, meta, sys;
+	uint64_t expected, considered, completed;
+	/* 0 from a kernel that does not fill what follows */
+	uint64_t ext_flags;
+	struct bal_type_progress types[3];
+	uint64_t unused[59];
+};
+
+_Static_assert(sizeof(struct bal_args) == 136, "btrfs_balance_args");
+_Static_assert(sizeof(struct bal_ioctl_args) == 1024, "balance ioctl args");
+
+#define IOC_BALANCE_V2		_IOWR(BTRFS_IOCTL_MAGIC, 32, struct bal_ioctl_args)
+#define IOC_BALANCE_PROGRESS	_IOR(BTRFS_IOCTL_MAGIC, 34, struct bal_ioctl_args)
+
+static const char *const type_names[3] = { "data", "metadata", "system" };
+
+static const struct {
+	const char *name;
+	uint64_t bit;
+} profiles[] = {
+	{ "single", 1ULL << 48 }, { "raid0", 1ULL << 3 }, { "raid1", 1ULL << 4 },
+	{ "dup", 1ULL << 5 }, { "raid10", 1ULL << 6 }, { "raid5", 1ULL << 7 },
+	{ "raid6", 1ULL << 8 }, { "raid1c3", 1ULL << 9 }, { "raid1c4", 1ULL << 10 },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: balance-status [-w] [-i SECONDS] MOUNTPOINT\n"
+		"       balance-status -n [-f] [-d[FILTERS]] [-m[FILTERS]] [-s[FILTERS]] MOUNTPOINT\n");
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || end == s || *end || *s == '-' ? -1 : 0;
+}
+
+/* "A..B", "A.." (B: @max) or "..B" (A: 0) */
+static int parse_range(const char *s, uint64_t max, uint64_t *a, uint64_t *b)
+{
+	const char *dots = strstr(s, "..");
+	char first[32];
+
+	if (!dots)
+		return -1;
+	if ((size_t)(dots - s) >= sizeof(first))
+		return -1;
+	memcpy(first, s, dots - s);
+	first[dots - s] = '\0';
+	*a = 0;
+	*b = max;
+	if (*first && parse_u64(first, a))
+		return -1;
+	if (dots[2] && parse_u64(dots + 2, b))
+		return -1;
+	return *a > max || *b > max ? -1 : 0;
+}
+
+static int parse_profile(const char *s, uint64_t *bit)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
+		if (!strcmp(s, profiles[i].name)) {
+			*bit = profiles[i].bit;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* One type's filters, "usage=50,soft,convert=raid1" */
+static int parse_filters(char *s, struct bal_args *a)
+{
+	char *f, *v = NULL, *save = NULL;
+	uint64_t lo, hi;
+
+	for (f = strtok_r(s, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		v = strchr(f, '=');
+		if (v)
+			*v++ = '\0';
+		if (!strcmp(f, "soft") && !v) {
+			a->flags |= ARGS_SOFT;
+		} else if (!v) {
+			fprintf(stderr, "balance-status: filter %s needs a value\n", f);
+			return -1;
+		} else if (!strcmp(f, "convert")) {
+			if (parse_profile(v, &a->target))
+				goto bad;
+			a->flags |= ARGS_CONVERT;
+		} else if (!strcmp(f, "profiles")) {
+			char *p, *psave = NULL;
+			uint64_t bit;
+
+			for (p = strtok_r(v, "|", &psave); p;
+			     p = strtok_r(NULL, "|", &psave)) {
+				if (parse_profile(p, &bit))
+					goto bad;
+				a->profiles |= bit;
+			}
+			a->flags |= ARGS_PROFILES;
+		} else if (!strcmp(f, "usage")) {
+			if (strstr(v, "..")) {
+				if (parse_range(v, 100, &lo, &hi))
+					goto bad;
+				a->usage_min = lo;
+				a->usage_max = hi;
+				a->flags |= ARGS_USAGE_RANGE;
+			} else {
+				if (parse_u64(v, &a->usage) || a->usage > 100)
+					goto bad;
+				a->flags |= ARGS_USAGE;
+			}
+		} else if (!strcmp(f, "limit")) {
+			if (strstr(v, "..")) {
+				if (parse_range(v, UINT32_MAX, &lo, &hi))
+					goto bad;
+				a->limit_min = lo;
+				a->limit_max = hi;
+				a->flags |= ARGS_LIMIT_RANGE;
+			} else {
+				if (parse_u64(v, &a->limit))
+					goto bad;
+				a->flags |= ARGS_LIMIT;
+			}
+		} else if (!strcmp(f, "devid")) {
+			if (parse_u64(v, &a->devid))
+				goto bad;
+			a->flags |= ARGS_DEVID;
+		} else if (!strcmp(f, "drange")) {
+			if (parse_range(v, UINT64_MAX, &a->pstart, &a->pend))
+				goto bad;
+			a->flags |= ARGS_DRANGE;
+		} else if (!strcmp(f, "vrange")) {
+			if (parse_range(v, UINT64_MAX, &a->vstart, &a->vend))
+				goto bad;
+			a->flags |= ARGS_VRANGE;
+		} else if (!strcmp(f, "stripes")) {
+			if (parse_range(v, UINT32_MAX, &lo, &hi))
+				goto bad;
+			a->stripes_min = lo;
+			a->stripes_max = hi;
+			a->flags |= ARGS_STRIPES_RANGE;
+		} else {
+			fprintf(stderr, "balance-status: unknown filter %s\n", f);
+			return -1;
+		}
+	}
+	return 0;
+bad:
+	fprintf(stderr, "balance-status: bad value for %s: %s\n", f, v ? v : "");
+	return -1;
+}
+
+/* "1.50 GiB" */
+static const char *human(uint64_t bytes, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = bytes;
+	int u = 0;
+
+	while (v >= 1024 && u < 6) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, size, "%.2f %s", v, units[u]);
+	return buf;
+}
+
+static void bar(char *buf, int width, uint64_t done, uint64_t total)
+{
+	int fill = total ? (int)((double)width * (done > total ? total : done) / total) : 0;
+	int i;
+
+	buf[0] = '[';
+	for (i = 0; i < width; i++)
+		buf[1 + i] = i < fill ? '#' : '.';
+	buf[1 + width] = ']';
+	buf[2 + width] = '\0';
+}
+
+static int dry_run(int fd, const char *mnt, struct bal_ioctl_args *a)
+{
+	uint64_t chunks = 0, bytes = 0;
+	char h[32];
+	int i;
+
+	a->flags |= BALANCE_DRY_RUN;
+	if (ioctl(fd, IOC_BALANCE_V2, a) < 0) {
+		if (errno == EINVAL)
+			fprintf(stderr,
+				"balance-status: the kernel refused the dry run (EINVAL): it has no dry run, or the filters are invalid (see dmesg); nothing was started\n");
+		else
+			fprintf(stderr, "balance-status: dry run on %s: %s\n",
+				mnt, strerror(errno));
+		return 1;
+	}
+	if (!(a->ext_flags & EXT_ESTIMATE)) {
+		fprintf(stderr,
+			"balance-status: the kernel returned no estimate (ext_flags 0x%llx)\n",
+			(unsigned long long)a->ext_flags);
+		return 1;
+	}
+	printf("Dry run on %s: nothing relocated\n", mnt);
+	printf("%-10s %10s %16s\n", "type", "chunks", "bytes used");
+	for (i = 0; i < 3; i++) {
+		printf("%-10s %10llu %16s\n", type_names[i],
+		       (unsigned long long)a->types[i].chunks_expected,
+		       human(a->types[i].bytes_expected, h, sizeof(h)));
+		chunks += a->types[i].chunks_expected;
+		bytes += a->types[i].bytes_expected;
+	}
+	printf("%-10s %10llu %16s\n", "total", (unsigned long long)chunks,
+	       human(bytes, h, sizeof(h)));
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char *state_name(uint64_t state)
+{
+	if (state & STATE_CANCEL_REQ)
+		return "canceling";
+	if (state & STATE_PAUSE_REQ)
+		return "pausing";
+	if (state & STATE_RUNNING)
+		return "running";
+	return "paused";
+}
+
+/*
+ * One report.  The kernel counts chunks; the rate and the time left come
+ * from the chunks relocated between the first report and this one.
+ */
+static void report(const char *mnt, const struct bal_ioctl_args *a,
+		   uint64_t first_done, double first_t, double t, int live)
+{
+	uint64_t total = a->expected, done = a->completed;
+	double rate = 0;
+	char b[48], eta[32] = "-";
+
+	if (t > first_t && done > first_done)
+		rate = (done - first_done) / (t - first_t);
+	if (rate > 0 && total > done)
+		snprintf(eta, sizeof(eta), "%.0f s", (total - done) / rate);
+	bar(b, 30, done, total);
+	printf("%s%s: balance %s %s %llu of %llu chunks (%llu considered), %.2f chunks/s, %s left%s",
+	       live ? "\r" : "", mnt, state_name(a->state), b,
+	       (unsigned long long)done, (unsigned long long)total,
+	       (unsigned long long)a->considered, rate, eta,
+	       live ? "   " : "\n");
+	fflush(stdout);
+}
+
+static int progress(int fd, const char *mnt, int watch, double interval)
+{
+	struct bal_ioctl_args a;
+	uint64_t first_done = 0;
+	double first_t = 0;
+	int n = 0;
+
+	for (;;) {
+		memset(&a, 0, sizeof(a));
+		if (ioctl(fd, IOC_BALANCE_PROGRESS, &a) < 0) {
+			if (errno == ENOTCONN) {
+				printf("%s%s: no balance\n", n ? "\n" : "", mnt);
+				return 0;
+			}
+			fprintf(stderr, "balance-status: progress of %s: %s\n",
+				mnt, strerror(errno));
+			return 1;
+		}
+		if (!n) {
+			first_done = a.completed;
+			first_t = now_s();
+			printf("%s: the kernel reports chunks, not bytes: the bar counts chunks\n",
+			       mnt);
+		}
+		report(mnt, &a, first_done, first_t, now_s(), watch);
+		n++;
+		if (!watch || !(a.state & STATE_RUNNING)) {
+			if (watch)
+				printf("\n");
+			return 0;
+		}
+		usleep((useconds_t)(interval * 1e6));
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bal_ioctl_args a;
+	int watch = 0, dry = 0, opt, fd, ret;
+	double interval = 1;
+	char *end;
+
+	memset(&a, 0, sizeof(a));
+	while ((opt = getopt(argc, argv, "hwi:nfd::m::s::")) != -1) {
+		switch (opt) {
+		case 'w':
+			watch = 1;
+			break;
+		case 'i':
+			interval = strtod(optarg, &end);
+			if (*end || !(interval > 0 && interval <= 3600)) {
+				fprintf(stderr, "balance-status: -i: seconds from 0 to 3600, not %s\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'n':
+			dry = 1;
+			break;
+		case 'f':
+			a.flags |= BALANCE_FORCE;
+			break;
+		case 'd':
+		case 'm':
+		case 's': {
+			struct bal_args *t = opt == 'd' ? &a.data :
+					     opt == 'm' ? &a.meta : &a.sys;
+
+			a.flags |= opt == 'd' ? BALANCE_DATA :
+				   opt == 'm' ? BALANCE_METADATA : BALANCE_SYSTEM;
+			if (optarg && parse_filters(optarg, t))
+				return 2;
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1 || (!dry && (a.flags || watch < 0))) {
+		usage(stderr);
+		return 2;
+	}
+	if (dry && !(a.flags & BALANCE_TYPES))
+		a.flags |= BALANCE_TYPES;
+	fd = open(argv[optind], O_RDONLY | O_DIRECTORY);
+	if (fd < 0) {
+		fprintf(stderr, "balance-status: %s: %s\n", argv[optind], strerror(errno));
+		return 1;
+	}
+	ret = dry ? dry_run(fd, argv[optind], &a) :
+		    progress(fd, argv[optind], watch, interval);
+	close(fd);
+	return ret;
+}
