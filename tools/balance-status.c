@@ -6,7 +6,9 @@
  *	The balance on MOUNTPOINT: its state, and per type (data, metadata,
  *	system) and in all the chunks expected and relocated, with a progress
  *	bar, the rate and an estimate of the time left.  -w redraws it every
- *	-i seconds (default 1) until the balance is no longer running.
+ *	-i seconds (default 1) until the balance is no longer running (a new
+ *	line each time when the output is not a terminal).  The rate needs
+ *	two reports: -w.
  *
  *   balance-status -n [-f] [-d[FILTERS]] [-m[FILTERS]] [-s[FILTERS]] MOUNTPOINT
  *	A dry run (BTRFS_BALANCE_DRY_RUN): per type, the chunks a balance
@@ -373,13 +375,14 @@ static int progress(int fd, const char *mnt, int watch, double interval)
 	struct bal_ioctl_args a;
 	uint64_t first_done = 0;
 	double first_t = 0;
+	int tty = isatty(STDOUT_FILENO);
 	int n = 0;
 
 	for (;;) {
 		memset(&a, 0, sizeof(a));
 		if (ioctl(fd, IOC_BALANCE_PROGRESS, &a) < 0) {
 			if (errno == ENOTCONN) {
-				printf("%s%s: no balance\n", n ? "\n" : "", mnt);
+				printf("%s%s: no balance\n", n && tty ? "\n" : "", mnt);
 				return 0;
 			}
 			fprintf(stderr, "balance-status: progress of %s: %s\n",
@@ -392,10 +395,11 @@ static int progress(int fd, const char *mnt, int watch, double interval)
 			printf("%s: the kernel reports chunks, not bytes: the bar counts chunks\n",
 			       mnt);
 		}
-		report(mnt, &a, first_done, first_t, now_s(), watch);
+		/* Redrawn in place on a terminal, a line each time in a log. */
+		report(mnt, &a, first_done, first_t, now_s(), watch && tty);
 		n++;
 		if (!watch || !(a.state & STATE_RUNNING)) {
-			if (watch)
+			if (watch && tty)
 				printf("\n");
 			return 0;
 		}

@@ -6,7 +6,7 @@
 #  3. a 4th device added, a dry run of the convert (tools/balance-status -n:
 #     what it would relocate, per type), then "btrfs balance start
 #     -dconvert=raid1": the restriper rewrites every data chunk as raid1 over
-#     the 4 devices, with the progress (tools/balance-status) every second
+#     the 4 devices, with the progress (tools/balance-status -w) every second
 #  4. "btrfs balance pause" half way, unmount: the balance item stays on disk
 #  5. mount again: the kernel resumes the balance by itself; wait for the end
 #  6. checks: no data left in "single", every checksum right (read back from
@@ -51,9 +51,22 @@ poll() {
 	[ -n "$P" ] || [ "$ST" = none ] || P="(no progress reported yet)"
 }
 
-# progress: the report line of tools/balance-status (bar, rate, time left)
+# start_watch: tools/balance-status -w in the background, once a balance runs: a
+# line per second (bar, rate, time left) until it no longer runs.
 BS=/selftests/balance-status
-progress() { "$BS" "$MNT" | tail -n1; }
+WPID=''
+start_watch() {
+	[ -z "$WPID" ] && [ "$ST" = running ] || return 0
+	# through a pipe: a line per report (on the console, a tty, it would
+	# redraw one line)
+	"$BS" -w "$MNT" | sed 's/^/  /' &
+	WPID=$!
+}
+end_watch() {
+	[ -n "$WPID" ] || return 0
+	wait "$WPID"
+	WPID=''
+}
 
 for d in /dev/vda /dev/vdb /dev/vdc /dev/vdd; do
 	[ -b "$d" ] || fail "$d is missing: the demo needs 4 disks"
@@ -103,7 +116,7 @@ paused=0
 while :; do
 	sleep 1
 	poll
-	echo "  [$(since "$T_BAL") s] $(progress)"
+	start_watch
 	if [ "$ST" = none ]; then
 		break
 	fi
@@ -119,6 +132,7 @@ while :; do
 done
 wait "$BPID"
 brc=$?
+end_watch
 echo "# balance start exited with status $brc: $(cat /tmp/balance-start.log)"
 T_PAUSED=$(since "$T_BAL")
 poll
@@ -144,7 +158,7 @@ if [ "$paused" = 1 ]; then
 	while :; do
 		poll
 		[ "$ST" = none ] && break
-		echo "  [$(since "$T_RES") s] $(progress)"
+		start_watch
 		if [ "$ST" = paused ]; then
 			paused_for=$((paused_for + 1))
 			[ $paused_for -lt 15 ] || fail "the kernel did not resume the balance"
@@ -153,6 +167,7 @@ if [ "$paused" = 1 ]; then
 		fi
 		sleep 1
 	done
+	end_watch
 	echo "  [$(since "$T_RES") s] balance finished"
 	T_RESUMED=$(since "$T_RES")
 else
