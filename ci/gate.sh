@@ -110,6 +110,9 @@ print_summary() {
 
 kernel_make() { make -C "$TREE" O="$GATE_KERNEL" -j"$JOBS" "$@"; }
 
+# Does the checked out commit have the series' KUnit option yet?
+has_kunit_option() { grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; }
+
 # build_tip_kernel LOG: the gate kernel at the tip (vm/build-kernel.sh on the
 # prepared tree); its .config is kept as .config.tip, what every patch's
 # config is made from.
@@ -130,7 +133,7 @@ build_tip_kernel() {
 build_patch_kernel() {
 	local has=without state=$GATE_KERNEL/.config.gate-state
 
-	if grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; then
+	if has_kunit_option; then
 		has=with
 	fi
 	: >"$1"
@@ -293,7 +296,7 @@ kunit_exec() {
 # Patch c: KUnit at the checked out commit, once its kernel is built.  Sets
 # K_STATUS, KUNIT_LINE.
 check_patch_kunit() { # LOG
-	if ! grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; then
+	if ! has_kunit_option; then
 		K_STATUS="- (no KUnit option yet)"
 		return 0
 	fi
