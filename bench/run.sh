@@ -32,7 +32,8 @@
 # folder):
 #   1. the two benchmark kernels, tinyconfig + vm/kernel.config +
 #      bench/kernel-nodebug.config (no lockdep, no BTRFS_DEBUG/ASSERT, ...),
-#      built by vm/build-kernel.sh under the build lock, incrementally:
+#      built by vm/build-kernel.sh under the build lock, incrementally
+#      (bench/lib.sh, shared with bench/upstream-dry-run.sh):
 #        series: the kernel tree as it is ($CACHE/linux, HEAD and any
 #                uncommitted change; the tree is not prepared, reset or
 #                touched) -> $CACHE/build/bench-series
@@ -63,6 +64,8 @@ set -euo pipefail
 . "$(dirname "$0")/../ci/lib.sh"
 # shellcheck source=vm/common.sh
 . "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=bench/lib.sh
+. "$RESTRIPER_ROOT/bench/lib.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
@@ -99,29 +102,12 @@ done
 case "$GUEST_OPTS" in *[[:space:]]*) die "--opts: commas instead of spaces" ;; esac
 [[ "$KUNIT_RUNS" =~ ^[0-9]+$ ]] || die "--kunit-runs: a number, not $KUNIT_RUNS"
 
-BENCH=$RESTRIPER_ROOT/bench
-FRAGMENT=$BENCH/kernel-nodebug.config
-BASE_TREE=$CACHE/base-tree
 RUN=$CACHE/bench/$(date +%Y%m%d-%H%M%S)
 if [ -n "$REPORT" ]; then
 	[ -f "$REPORT/raw-results.txt" ] || die "--report $REPORT: no raw-results.txt there (not a run folder of bench/run.sh)"
 	RUN=$(cd "$REPORT" && pwd)
 fi
 STEPS_LOG=$RUN/steps.log
-
-# wait_for_builds WHAT: wait while a kernel build runs anywhere on the machine.
-wait_for_builds() {
-	local pids t0=$SECONDS said=0
-	while pids=$(pgrep -f 'make.*bzImage|make.*O=' | tr '\n' ' ' || true); [ -n "$pids" ]; do
-		if [ "$said" = 0 ]; then
-			log "waiting before $1: a kernel build runs (pids $pids)"
-			pgrep -af 'make.*bzImage|make.*O=' | head -n 3 >>"$STEPS_LOG" || true
-			said=1
-		fi
-		sleep 15
-	done
-	[ "$said" = 0 ] || log "waited $((SECONDS - t0)) s for the build to end"
-}
 
 # machine_load: the load average and the other QEMUs and builds running, for
 # the notes (another VM or a build during a run skews its times).
@@ -151,100 +137,7 @@ load_summary() {
 		END { printf "%d samples, %d with a kernel build running, %d with another VM (at most %d), load average up to %s\n", n, b, o, q, l }' "$1"
 }
 
-# timed LABEL CMD...: run CMD, record its wall time for the results (in a
-# file: CMD may run in a subshell).
-timed() {
-	local label=$1 t0=$SECONDS rc=0
-	shift
-	"$@" || rc=$?
-	echo "$label|$((SECONDS - t0))" >>"$RUN/timings.txt"
-	return "$rc"
-}
-
-# --- 1. kernels --------------------------------------------------------------
-
-# The worktree of tag base; made once, checked every time.  Under the build
-# lock: nothing else changes the tree's .git meanwhile.
-base_worktree() {
-	local want have
-	want=$(git_tree rev-parse "$BASE_TAG^{commit}")
-	if [ ! -e "$BASE_TREE" ]; then
-		log "making the worktree $BASE_TREE (tag $BASE_TAG)"
-		git_tree worktree add --detach "$BASE_TREE" "$BASE_TAG" >>"$STEPS_LOG" 2>&1 ||
-			die "git worktree add $BASE_TREE $BASE_TAG failed (log: $STEPS_LOG)"
-	fi
-	have=$(git -C "$BASE_TREE" rev-parse HEAD 2>/dev/null || true)
-	[ "$have" = "$want" ] ||
-		die "$BASE_TREE is not at tag $BASE_TAG ($want) but at '${have:-?}'; remove it (git -C $TREE worktree remove --force $BASE_TREE) and re-run"
-	[ -z "$(git -C "$BASE_TREE" --no-optional-locks status --porcelain --untracked-files=no)" ] ||
-		die "$BASE_TREE has changes to tracked files: it must be the pristine base"
-}
-
-# build_kernel NAME BUILD-KERNEL-ARGS...: bzImage and .config into the run folder.
-build_kernel() {
-	local name=$1 bz
-	shift
-	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --log "$STEPS_LOG" --name "bench-$name" \
-		--fragment "$FRAGMENT" "$@") || die "the $name kernel was not built (log: $STEPS_LOG)"
-	cp "$bz" "$RUN/bzImage-$name"
-	cp "$BUILD_ROOT/bench-$name/.config" "$RUN/config-$name"
-}
-
-tree_state() { # DIR: "sha subject" and whether tracked files changed
-	printf '%s%s' "$(git -C "$1" log -1 --format='%h %s' HEAD)" \
-		"$([ -z "$(git -C "$1" --no-optional-locks status --porcelain --untracked-files=no)" ] || echo ' + uncommitted changes')"
-}
-
-# The series kernel from the tree as it is, its state read under the build
-# lock (a gate moves the tree's HEAD while it holds the lock).
-SERIES_STATE='' BASE_STATE=''
-build_series() {
-	local before
-	before=$(tree_state "$TREE")
-	timed "build the series kernel" build_kernel series --tree "$TREE"
-	SERIES_STATE=$(tree_state "$TREE")
-	[ "$before" = "$SERIES_STATE" ] ||
-		log "WARNING: the tree changed during the build: '$before' -> '$SERIES_STATE'"
-	log "series kernel: $SERIES_STATE"
-	echo "$SERIES_STATE" >"$RUN/series-state.txt"
-}
-
-build_kernels() {
-	local k
-	for k in $KERNELS; do
-		case "$k" in
-		series)
-			[ -d "$TREE/.git" ] || die "no kernel tree at $TREE (ci/prepare-tree.sh makes it)"
-			wait_for_builds "building the series kernel"
-			# (with_build_lock runs it in a subshell: the state goes by file)
-			with_build_lock build_series
-			SERIES_STATE=$(cat "$RUN/series-state.txt")
-			;;
-		base)
-			with_build_lock base_worktree
-			wait_for_builds "building the base kernel"
-			timed "build the base kernel" build_kernel base --tree "$BASE_TREE"
-			BASE_STATE=$(tree_state "$BASE_TREE")
-			log "base kernel: $BASE_STATE"
-			;;
-		esac
-	done
-}
-
-CONFIG_NOTE=''
-compare_configs() {
-	local d
-	if [ -f "$RUN/config-series" ] && [ -f "$RUN/config-base" ]; then
-		d=$(diff <(grep -v '^#' "$RUN/config-base" | grep -v '^$' | sort) \
-			<(grep -v '^#' "$RUN/config-series" | grep -v '^$' | sort) | grep '^[<>]' || true)
-		if [ -z "$d" ]; then
-			CONFIG_NOTE="the two .config files set the same options"
-		else
-			CONFIG_NOTE="the .config files differ (< base, > series): $(tr '\n' ' ' <<<"$d")"
-		fi
-		log "config: $CONFIG_NOTE"
-	fi
-}
+# --- 1. kernels: build_kernels and compare_configs, bench/lib.sh -------------
 
 # --- 2. guest program and initramfs ------------------------------------------
 
