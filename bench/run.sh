@@ -143,7 +143,9 @@ load_summary() {
 
 build_payload() {
 	mkdir -p "$RUN/payload"
-	gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/payload/resume_pause_bench" \
+	# kselftests/btrfs_util.h includes the tree's kselftest.h
+	gcc -static -O2 -Wall -Wextra -Werror -I "$TREE/tools/testing/selftests" \
+		-o "$RUN/payload/resume_pause_bench" \
 		"$BENCH/resume_pause_bench.c" -lpthread &&
 		install -m 0755 "$BENCH/bench-in-guest.sh" "$RUN/payload/bench-in-guest.sh"
 }
