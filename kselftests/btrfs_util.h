@@ -1104,16 +1104,14 @@ static inline void kmsg_end(struct kmsg *k)
 /* ---- sysfs of the filesystem ---- */
 
 /*
- * The text of /sys/fs/btrfs/<fsid>/@attr for the filesystem of @fd, into
- * @buf, without its newline.
+ * Open /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd with @flags:
+ * the file descriptor, or -errno.
  */
-static inline int fs_sysfs_read(int fd, const char *attr, char *buf,
-				size_t size)
+static inline int fs_sysfs_open(int fd, const char *attr, int flags)
 {
 	struct btrfs_ioctl_fs_info_args fi;
 	char path[256];
 	const __u8 *u;
-	ssize_t n;
 	int sfd;
 
 	memset(&fi, 0, sizeof(fi));
@@ -1124,16 +1122,79 @@ static inline int fs_sysfs_read(int fd, const char *attr, char *buf,
 		 "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%s",
 		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
 		 u[10], u[11], u[12], u[13], u[14], u[15], attr);
-	sfd = open(path, O_RDONLY);
+	sfd = open(path, flags);
+	return sfd < 0 ? -errno : sfd;
+}
+
+/* The whole text of /sys/fs/btrfs/<fsid>/@attr, into @buf. */
+static inline int fs_sysfs_text(int fd, const char *attr, char *buf,
+				size_t size)
+{
+	ssize_t n;
+	int sfd;
+
+	sfd = fs_sysfs_open(fd, attr, O_RDONLY);
 	if (sfd < 0)
-		return -errno;
+		return sfd;
 	n = read(sfd, buf, size - 1);
 	close(sfd);
 	if (n < 0)
 		return -errno;
 	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * The text of /sys/fs/btrfs/<fsid>/@attr for the filesystem of @fd, into
+ * @buf, up to its first newline.
+ */
+static inline int fs_sysfs_read(int fd, const char *attr, char *buf,
+				size_t size)
+{
+	int ret = fs_sysfs_text(fd, attr, buf, size);
+
+	if (ret)
+		return ret;
 	buf[strcspn(buf, "\n")] = '\0';
 	return 0;
+}
+
+/*
+ * The value of the line "@key value" of @text (a file of "name value"
+ * lines, as balance_progress), into @val: 0, or -ENOENT.
+ */
+static inline int text_value(const char *text, const char *key, char *val,
+			     size_t size)
+{
+	size_t klen = strlen(key);
+	const char *line = text;
+
+	while (*line) {
+		size_t len = strcspn(line, "\n");
+
+		if (len > klen && !strncmp(line, key, klen) &&
+		    line[klen] == ' ') {
+			snprintf(val, size, "%.*s", (int)(len - klen - 1),
+				 line + klen + 1);
+			return 0;
+		}
+		line += len;
+		if (*line)
+			line++;
+	}
+	return -ENOENT;
+}
+
+/* The same, as a number; U64_MAX if the line is missing or not a number. */
+static inline __u64 text_u64(const char *text, const char *key)
+{
+	char val[32], *end;
+	__u64 v;
+
+	if (text_value(text, key, val, sizeof(val)))
+		return (__u64)-1;
+	v = strtoull(val, &end, 10);
+	return (*val && !*end) ? v : (__u64)-1;
 }
 
 /* A number from /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd. */

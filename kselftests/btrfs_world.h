@@ -226,6 +226,18 @@ static inline int count_type(const struct chunk_list *l, __u64 bg_type)
 	return n;
 }
 
+/* Bytes used in the chunks of @bg_type, as their block groups say. */
+static inline __u64 used_of_type(const struct chunk_list *l, __u64 bg_type)
+{
+	__u64 used = 0;
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if (l->c[i].type & bg_type)
+			used += l->c[i].used;
+	return used;
+}
+
 /* ---- Data: one file of DATA_FILE_SIZE in each data chunk ---- */
 
 /*

@@ -960,6 +960,318 @@ TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
 	verify_dataset(_metadata, w);
 }
 
+/* ---- Progress in bytes, time and the chunk being relocated ---- */
+
+#define DATA_INDEX	0	/* of types[] */
+
+/* Progress of a balance that only touches data: the other types are 0. */
+static void expect_only_data(struct __test_metadata *_metadata,
+			     const struct btrfs_ioctl_balance_args *p)
+{
+	static const struct btrfs_balance_type_progress zero;
+
+	EXPECT_EQ(BTRFS_BALANCE_EXT_PROGRESS, p->ext_flags);
+	EXPECT_EQ(0, memcmp(&p->types[1], &zero, sizeof(zero)));
+	EXPECT_EQ(0, memcmp(&p->types[2], &zero, sizeof(zero)));
+}
+
+/*
+ * The data chunks a convert relocates, counted with the bytes their block
+ * groups use; one step relocates one of them, and the balance ends with
+ * what it expected.  It started between the calls around its start.
+ */
+TEST_F_TIMEOUT(lifecycle, progress_counts_the_bytes_of_each_type, 300)
+{
+	const struct btrfs_balance_type_progress *d;
+	struct btrfs_ioctl_balance_args a, p0, p1;
+	struct chunk_list before, after;
+	struct world *w = &self->w;
+	__u64 used, moved_used = 0, t0, t1, wall0, wall;
+	int i, moved = 0;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	used = used_of_type(&before, BTRFS_BLOCK_GROUP_DATA);
+	ASSERT_LT(0ULL, used);
+	convert_request(&a, RAID1);
+	t0 = time(NULL);
+	wall0 = now_ms();
+	start_held(_metadata, w, &a);
+	t1 = time(NULL);
+
+	ASSERT_EQ(0, balance_progress(w->fd, &p0));
+	expect_only_data(_metadata, &p0);
+	d = &p0.types[DATA_INDEX];
+	EXPECT_EQ((__u64)count_type(&before, BTRFS_BLOCK_GROUP_DATA),
+		  d->chunks_expected);
+	EXPECT_EQ(used, d->bytes_expected);
+	EXPECT_EQ(0ULL, d->chunks_done);
+	EXPECT_EQ(0ULL, d->bytes_done);
+	EXPECT_LE(t0, p0.start_time);
+	EXPECT_GE(t1, p0.start_time);
+	/* Held before a chunk: none is being relocated. */
+	EXPECT_EQ(0ULL, p0.current_type);
+	EXPECT_EQ(0ULL, p0.current_start);
+
+	hold_step(_metadata, w);
+	ASSERT_EQ(0, balance_progress(w->fd, &p1));
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	for (i = 0; i < before.n; i++) {
+		if (find_chunk(&after, before.c[i].start) < 0) {
+			moved++;
+			moved_used += before.c[i].used;
+		}
+	}
+	EXPECT_EQ(1, moved);
+	d = &p1.types[DATA_INDEX];
+	EXPECT_EQ(1ULL, d->chunks_done);
+	EXPECT_EQ(moved_used, d->bytes_done);
+	EXPECT_EQ(used, d->bytes_expected);
+	EXPECT_EQ(p0.start_time, p1.start_time);
+
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	wall = now_ms() - wall0;
+	expect_only_data(_metadata, &w->bt.args);
+	d = &w->bt.args.types[DATA_INDEX];
+	EXPECT_EQ(d->chunks_expected, d->chunks_done);
+	EXPECT_EQ(w->bt.args.stat.completed, d->chunks_done);
+	EXPECT_EQ(used, d->bytes_done);
+	/* It ran, and no longer than the test waited for it. */
+	EXPECT_LT(0ULL, w->bt.args.run_time_ms);
+	EXPECT_GE(wall, w->bt.args.run_time_ms);
+	EXPECT_EQ(0ULL, w->bt.args.current_type);
+	expect_no_balance(_metadata, w);
+	verify_dataset(_metadata, w);
+}
+
+/* The running time stands still while the balance is paused. */
+TEST_F_TIMEOUT(lifecycle, run_time_leaves_out_a_pause, 300)
+{
+	struct btrfs_ioctl_balance_args a, p1, p2, r;
+	struct world *w = &self->w;
+	__u64 wall0, wall;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	pause_held(_metadata, w);
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p1);
+	EXPECT_EQ(BTRFS_BALANCE_EXT_PROGRESS, p1.ext_flags);
+	EXPECT_EQ(1ULL, p1.types[DATA_INDEX].chunks_done);
+
+	usleep(1200 * 1000);
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p2);
+	EXPECT_EQ(p1.run_time_ms, p2.run_time_ms);
+	EXPECT_EQ(p1.start_time, p2.start_time);
+
+	/* The resume adds its own run, no more than it took. */
+	wall0 = now_ms();
+	ASSERT_EQ(0, resume(w->fd, &r));
+	wall = now_ms() - wall0;
+	EXPECT_EQ(p1.start_time, r.start_time);
+	EXPECT_LE(p1.run_time_ms, r.run_time_ms);
+	EXPECT_GE(p1.run_time_ms + wall, r.run_time_ms);
+	EXPECT_EQ(r.types[DATA_INDEX].chunks_expected,
+		  r.types[DATA_INDEX].chunks_done);
+	expect_no_balance(_metadata, w);
+	verify_dataset(_metadata, w);
+}
+
+/*
+ * Inside the relocation of a block group, the progress names it; the
+ * highest chunk, data, is the first a full balance relocates.
+ */
+TEST_F_TIMEOUT(lifecycle, progress_names_the_chunk_being_relocated, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct chunk_list before;
+	struct world *w = &self->w;
+	const struct chunk *top;
+	char text[4096];
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	top = &before.c[before.n - 1];
+	ASSERT_NE(0ULL, top->type & BTRFS_BLOCK_GROUP_DATA);
+	full_request(&a);
+	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	wait_held(_metadata, w, HOLD_IN_RELOCATION);
+
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(top->start, p.current_start);
+	EXPECT_EQ(top->length, p.current_length);
+	EXPECT_EQ(top->type, p.current_type);
+	EXPECT_EQ(top->used, p.current_used);
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	EXPECT_EQ(top->start, text_u64(text, "current_start"));
+	EXPECT_EQ(top->used, text_u64(text, "current_used"));
+	EXPECT_NE(NULL, strstr(text, "\ncurrent_type data\n"));
+	EXPECT_NE(NULL, strstr(text, "\ncurrent_profile single\n"));
+
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	EXPECT_EQ(0ULL, w->bt.args.current_type);
+}
+
+/* The sysfs file against the ioctl, with each field read by name. */
+static void expect_sysfs_matches(struct __test_metadata *_metadata,
+				 const char *text,
+				 const struct btrfs_ioctl_balance_args *p)
+{
+	static const char * const names[] = { "data", "metadata", "system" };
+	const struct btrfs_balance_type_progress *t;
+	char key[64];
+	int i;
+
+	EXPECT_EQ(p->start_time, text_u64(text, "start_time"));
+	EXPECT_EQ(p->stat.expected, text_u64(text, "chunks_expected"));
+	EXPECT_EQ(p->stat.considered, text_u64(text, "chunks_considered"));
+	EXPECT_EQ(p->stat.completed, text_u64(text, "chunks_done"));
+	for (i = 0; i < 3; i++) {
+		t = &p->types[i];
+		snprintf(key, sizeof(key), "%s_chunks_expected", names[i]);
+		EXPECT_EQ(t->chunks_expected, text_u64(text, key));
+		snprintf(key, sizeof(key), "%s_chunks_done", names[i]);
+		EXPECT_EQ(t->chunks_done, text_u64(text, key));
+		snprintf(key, sizeof(key), "%s_bytes_expected", names[i]);
+		EXPECT_EQ(t->bytes_expected, text_u64(text, key));
+		snprintf(key, sizeof(key), "%s_bytes_done", names[i]);
+		EXPECT_EQ(t->bytes_done, text_u64(text, key));
+	}
+}
+
+/* Read as a user without privileges: 0, or why not; the ioctl: errno. */
+static int read_unprivileged(int fd, char *text, size_t size,
+			     int *ioctl_errno)
+{
+	struct btrfs_ioctl_balance_args p;
+	int pipefd[2], status, ret;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(pipefd))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		int err = 0;
+
+		close(pipefd[0]);
+		if (setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(2);
+		ret = fs_sysfs_text(fd, "balance_progress", text, size);
+		if (ret)
+			_exit(3);
+		if (ioctl(fd, BTRFS_IOC_BALANCE_PROGRESS, &p) < 0)
+			err = errno;
+		if (write(pipefd[1], &err, sizeof(err)) != sizeof(err) ||
+		    write(pipefd[1], text, strlen(text) + 1) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	n = read(pipefd[0], ioctl_errno, sizeof(*ioctl_errno));
+	ret = n == sizeof(*ioctl_errno) ? 0 : -EIO;
+	n = read(pipefd[0], text, size - 1);
+	text[n > 0 ? n : 0] = '\0';
+	close(pipefd[0]);
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		return -WEXITSTATUS(status) ?: -EIO;
+	return ret;
+}
+
+/*
+ * balance_progress in sysfs: the figures of the progress ioctl, for all
+ * to read as exclusive_operation is, not for writing; state none without
+ * a balance.
+ */
+TEST_F_TIMEOUT(lifecycle, sysfs_shows_the_progress_to_all, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	char text[4096];
+	struct stat st;
+	int sfd, err;
+
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	EXPECT_TRUE(!strncmp(text, "state none\n", 11)) TH_LOG("%s", text);
+	EXPECT_EQ(0ULL, text_u64(text, "data_bytes_expected"));
+	sfd = fs_sysfs_open(w->fd, "balance_progress", O_RDONLY);
+	ASSERT_LE(0, sfd);
+	ASSERT_EQ(0, fstat(sfd, &st));
+	close(sfd);
+	EXPECT_EQ(0444U, st.st_mode & 07777);
+	EXPECT_EQ(-EACCES, fs_sysfs_open(w->fd, "balance_progress", O_WRONLY));
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	EXPECT_TRUE(!strncmp(text, "state running\n", 14)) TH_LOG("%s", text);
+	expect_sysfs_matches(_metadata, text, &p);
+	EXPECT_LE(p.run_time_ms, text_u64(text, "run_time_ms"));
+
+	/* A user without privileges reads the file, not the ioctl. */
+	ASSERT_EQ(0, read_unprivileged(w->fd, text, sizeof(text), &err));
+	EXPECT_EQ(EPERM, err);
+	expect_sysfs_matches(_metadata, text, &p);
+
+	pause_held(_metadata, w);
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	EXPECT_TRUE(!strncmp(text, "state paused\n", 13)) TH_LOG("%s", text);
+	expect_sysfs_matches(_metadata, text, &p);
+	EXPECT_EQ(p.run_time_ms, text_u64(text, "run_time_ms"));
+
+	ASSERT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	EXPECT_TRUE(!strncmp(text, "state none\n", 11)) TH_LOG("%s", text);
+}
+
+/*
+ * What the caller leaves in the output fields of a start does not reach
+ * the balance: the progress is the kernel's own.
+ */
+TEST_F_TIMEOUT(lifecycle, output_fields_of_a_request_are_ignored, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct chunk_list before;
+	struct world *w = &self->w;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	convert_request(&a, RAID1);
+	a.ext_flags = ~0ULL;
+	memset(a.types, 0xff, sizeof(a.types));
+	a.start_time = ~0ULL;
+	a.run_time_ms = ~0ULL;
+	a.current_start = a.current_length = ~0ULL;
+	a.current_type = a.current_used = ~0ULL;
+	start_held(_metadata, w, &a);
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	expect_only_data(_metadata, &p);
+	EXPECT_EQ((__u64)count_type(&before, BTRFS_BLOCK_GROUP_DATA),
+		  p.types[DATA_INDEX].chunks_expected);
+	EXPECT_EQ(used_of_type(&before, BTRFS_BLOCK_GROUP_DATA),
+		  p.types[DATA_INDEX].bytes_expected);
+	EXPECT_EQ(0ULL, p.types[DATA_INDEX].chunks_done);
+	EXPECT_GT((__u64)time(NULL) + 1, p.start_time);
+	EXPECT_GT(3600ULL * 1000, p.run_time_ms);
+	EXPECT_EQ(0ULL, p.current_type);
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	expect_no_balance(_metadata, w);
+}
+
 /*
  * ---- A balance paused and resumed, by the ioctl or at mount: one device,
  * six data chunks ----
@@ -1055,6 +1367,83 @@ TEST_F_TIMEOUT(resume, limit_counts_the_chunks_taken_before_a_pause, 300)
 	ASSERT_EQ(0, read_chunks(w->fd, &l2));
 	EXPECT_EQ(LIMIT - 1, count_moved(&l1, &l2));
 	EXPECT_EQ(LIMIT, count_moved(&l0, &l1) + count_moved(&l1, &l2));
+	verify_dataset(_metadata, w);
+}
+
+/* Bytes used in the data chunks of @l that are in @before too. */
+static __u64 used_of_old_data(const struct chunk_list *before,
+			      const struct chunk_list *l)
+{
+	__u64 used = 0;
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		if ((l->c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
+		    find_chunk(before, l->c[i].start) >= 0)
+			used += l->c[i].used;
+	return used;
+}
+
+/*
+ * Paused after one chunk and resumed: the progress describes the whole
+ * balance, from the item after a remount.  The extents of the relocated
+ * chunk may have gone into the free space of a chunk still to do, which
+ * then uses more than it did: the resume counts what the chunks left use
+ * now, and the bytes relocated end above what the chunks used at first.
+ */
+TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
+{
+	struct btrfs_ioctl_balance_args a, p1, p;
+	const struct btrfs_balance_type_progress *d;
+	struct chunk_list before, paused;
+	struct world *w = &self->w;
+	__u64 used, ndata, left;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	used = used_of_type(&before, BTRFS_BLOCK_GROUP_DATA);
+	ndata = count_type(&before, BTRFS_BLOCK_GROUP_DATA);
+	data_request(&a);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	pause_held(_metadata, w);
+	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p1);
+	ASSERT_EQ(1ULL, p1.types[DATA_INDEX].chunks_done);
+	ASSERT_LT(0ULL, p1.types[DATA_INDEX].bytes_done);
+	ASSERT_EQ(0, read_chunks(w->fd, &paused));
+	left = used_of_old_data(&before, &paused);
+
+	if (variant->by_mount) {
+		world_umount(_metadata, w);
+		mount_resume_held(_metadata, w);
+	} else {
+		memset(&a, 0, sizeof(a));
+		a.flags = BTRFS_BALANCE_RESUME;
+		start_held(_metadata, w, &a);
+	}
+	/* Counted again: what is left, plus what was done before. */
+	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	d = &p.types[DATA_INDEX];
+	EXPECT_EQ(BTRFS_BALANCE_EXT_PROGRESS, p.ext_flags);
+	EXPECT_EQ(ndata, d->chunks_expected);
+	EXPECT_EQ(p1.types[DATA_INDEX].bytes_done + left, d->bytes_expected);
+	EXPECT_EQ(1ULL, d->chunks_done);
+	EXPECT_EQ(p1.types[DATA_INDEX].bytes_done, d->bytes_done);
+	EXPECT_EQ(p1.start_time, p.start_time);
+	EXPECT_LE(p1.run_time_ms, p.run_time_ms);
+
+	ASSERT_EQ(0, balance_hold_set(0));
+	if (variant->by_mount) {
+		ASSERT_EQ(0, wait_balance_gone(w->fd, HANG_MS))
+			TH_LOG("the resumed balance did not end");
+	} else {
+		ASSERT_EQ(0, balance_thread_join(&w->bt));
+		d = &w->bt.args.types[DATA_INDEX];
+		EXPECT_EQ(ndata, d->chunks_done);
+		EXPECT_LE(used, d->bytes_done);
+		EXPECT_EQ(d->bytes_expected, d->bytes_done);
+		EXPECT_EQ(ndata, w->bt.args.stat.completed);
+	}
+	expect_no_balance(_metadata, w);
 	verify_dataset(_metadata, w);
 }
 

@@ -1724,6 +1724,8 @@ static void args_to_disk_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, le32_to_cpu(disk.stripes_max), cpu.stripes_max);
 	/* The rest of the item's args is written as zeroes. */
 	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.limit_taken), 0ULL);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.chunks_done), 0ULL);
+	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.bytes_done), 0ULL);
 	KUNIT_EXPECT_MEMEQ(test, disk.unused, zero, sizeof(zero));
 }
 
@@ -1733,9 +1735,17 @@ static void balance_item_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_disk_balance_args), 136);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
 				       limit_taken), 88);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
+				       chunks_done), 96);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
+				       bytes_done), 104);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, bound), 416);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, completed),
 			424);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, start_time),
+			432);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item,
+				       run_time_ms), 440);
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_item), 448);
 }
 
@@ -1749,8 +1759,16 @@ static void ioctl_args_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args, types),
 			456);
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_type_progress), 32);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args,
+				       start_time), 552);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args,
+				       run_time_ms), 560);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args,
+				       current_start), 568);
+	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args,
+				       current_used), 592);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_ioctl_balance_args, unused),
-			552);
+			600);
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_ioctl_balance_args), 1024);
 }
 
@@ -1917,6 +1935,303 @@ static void stat_restart_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, older.stat.expected, 0);
 	KUNIT_EXPECT_EQ(test, older.stat.considered, 0);
 	KUNIT_EXPECT_EQ(test, older.stat.completed, 0);
+}
+
+/* The same per type: what was relocated is expected again, bytes too. */
+static void types_restart_test(struct kunit *test)
+{
+	const struct btrfs_balance_type_progress before = {
+		.chunks_expected = 9, .chunks_done = 4,
+		.bytes_expected = SZ_1G, .bytes_done = SZ_256M,
+	};
+	struct btrfs_balance_control resumed = {
+		.types = { before, before, before }, .bound = SZ_1G,
+	};
+	struct btrfs_balance_control older = {
+		.types = { before, before, before },
+	};
+	int i;
+
+	balance_stat_restart(&resumed);
+	balance_stat_restart(&older);
+	for (i = 0; i < BTRFS_BALANCE_NR_TYPES; i++) {
+		KUNIT_EXPECT_EQ(test, resumed.types[i].chunks_expected, 4);
+		KUNIT_EXPECT_EQ(test, resumed.types[i].chunks_done, 4);
+		KUNIT_EXPECT_EQ(test, resumed.types[i].bytes_expected, SZ_256M);
+		KUNIT_EXPECT_EQ(test, resumed.types[i].bytes_done, SZ_256M);
+		KUNIT_EXPECT_EQ(test, older.types[i].chunks_expected, 0);
+		KUNIT_EXPECT_EQ(test, older.types[i].chunks_done, 0);
+		KUNIT_EXPECT_EQ(test, older.types[i].bytes_expected, 0);
+		KUNIT_EXPECT_EQ(test, older.types[i].bytes_done, 0);
+	}
+}
+
+/*
+ * The counting pass adds each chunk to its type, a mixed one to data; the
+ * relocation pass adds the same bytes as done.
+ */
+static void progress_per_type_test(struct kunit *test)
+{
+	const struct btrfs_balance_chunk chunks[] = {
+		{ .type = B_DATA, .used = SZ_64M },
+		{ .type = B_DATA | B_META, .used = SZ_1M },
+		{ .type = B_META | B_RAID1, .used = SZ_16M },
+		{ .type = B_SYS | B_DUP, .used = SZ_16K },
+	};
+	struct btrfs_balance_control bctl = {};
+	struct btrfs_balance_type_progress *data, *meta, *sys;
+	int i;
+
+	data = &bctl.types[BTRFS_BALANCE_DATA_INDEX];
+	meta = &bctl.types[BTRFS_BALANCE_META_INDEX];
+	sys = &bctl.types[BTRFS_BALANCE_SYS_INDEX];
+	for (i = 0; i < ARRAY_SIZE(chunks); i++)
+		balance_progress_count(&bctl, &chunks[i]);
+	KUNIT_EXPECT_EQ(test, bctl.stat.expected, 4);
+	KUNIT_EXPECT_EQ(test, data->chunks_expected, 2);
+	KUNIT_EXPECT_EQ(test, data->bytes_expected, SZ_64M + SZ_1M);
+	KUNIT_EXPECT_EQ(test, meta->chunks_expected, 1);
+	KUNIT_EXPECT_EQ(test, meta->bytes_expected, SZ_16M);
+	KUNIT_EXPECT_EQ(test, sys->chunks_expected, 1);
+	KUNIT_EXPECT_EQ(test, sys->bytes_expected, SZ_16K);
+
+	balance_progress_relocated(&bctl, &chunks[1]);
+	balance_progress_relocated(&bctl, &chunks[2]);
+	KUNIT_EXPECT_EQ(test, bctl.stat.completed, 2);
+	KUNIT_EXPECT_EQ(test, data->chunks_done, 1);
+	KUNIT_EXPECT_EQ(test, data->bytes_done, SZ_1M);
+	KUNIT_EXPECT_EQ(test, meta->chunks_done, 1);
+	KUNIT_EXPECT_EQ(test, meta->bytes_done, SZ_16M);
+	KUNIT_EXPECT_EQ(test, sys->chunks_done, 0);
+	KUNIT_EXPECT_EQ(test, sys->bytes_done, 0);
+	/* What the count took is untouched. */
+	KUNIT_EXPECT_EQ(test, data->chunks_expected, 2);
+	KUNIT_EXPECT_EQ(test, data->bytes_expected, SZ_64M + SZ_1M);
+
+	balance_progress_relocated(&bctl, &chunks[0]);
+	balance_progress_relocated(&bctl, &chunks[3]);
+	for (i = 0; i < BTRFS_BALANCE_NR_TYPES; i++) {
+		KUNIT_EXPECT_EQ(test, bctl.types[i].chunks_done,
+				bctl.types[i].chunks_expected);
+		KUNIT_EXPECT_EQ(test, bctl.types[i].bytes_done,
+				bctl.types[i].bytes_expected);
+	}
+	KUNIT_EXPECT_EQ(test, bctl.stat.completed, bctl.stat.expected);
+}
+
+/*
+ * A chunk that got extents relocated from another one after it was
+ * counted: what was expected grows, done does not pass it.
+ */
+static void progress_chunk_grew_test(struct kunit *test)
+{
+	struct btrfs_balance_chunk counted = { .type = B_DATA, .used = SZ_1M };
+	struct btrfs_balance_chunk other = { .type = B_DATA, .used = SZ_2M };
+	struct btrfs_balance_control bctl = {};
+	struct btrfs_balance_type_progress *data;
+
+	data = &bctl.types[BTRFS_BALANCE_DATA_INDEX];
+	balance_progress_count(&bctl, &counted);
+	balance_progress_count(&bctl, &other);
+	/* other's extents went into counted's free space. */
+	counted.used += other.used;
+	balance_progress_relocated(&bctl, &other);
+	KUNIT_EXPECT_EQ(test, data->bytes_done, SZ_2M);
+	KUNIT_EXPECT_EQ(test, data->bytes_expected, SZ_1M + SZ_2M);
+	balance_progress_relocated(&bctl, &counted);
+	KUNIT_EXPECT_EQ(test, data->bytes_done, SZ_2M + SZ_1M + SZ_2M);
+	KUNIT_EXPECT_EQ(test, data->bytes_expected, data->bytes_done);
+	KUNIT_EXPECT_EQ(test, data->chunks_done, data->chunks_expected);
+}
+
+/* Whether the per-type progress read from a balance item can be used. */
+struct item_progress_case {
+	const char *name;
+	struct btrfs_balance_type_progress types[BTRFS_BALANCE_NR_TYPES];
+	u64 completed;
+	bool valid;
+};
+
+static const struct item_progress_case item_progress_cases[] = {
+	{ "nothing relocated yet", {}, 0, true },
+	{ "an older kernel's item: zeroes but chunks relocated", {}, 5,
+	  false },
+	{ "the types add up to the count",
+	  { { .chunks_done = 2, .bytes_done = SZ_1G },
+	    { .chunks_done = 3, .bytes_done = SZ_16M },
+	    { .chunks_done = 1, .bytes_done = SZ_16K } }, 6, true },
+	{ "one chunk more than the count",
+	  { { .chunks_done = 2 }, { .chunks_done = 3 }, { .chunks_done = 2 } },
+	  6, false },
+	{ "one chunk less than the count",
+	  { { .chunks_done = 2 }, { .chunks_done = 3 } }, 6, false },
+	{ "a chunk using as much as a data chunk holds",
+	  { { .chunks_done = 1, .bytes_done = 10ULL * SZ_1G } }, 1, true },
+	{ "a chunk using a byte more",
+	  { { .chunks_done = 1, .bytes_done = 10ULL * SZ_1G + 1 } }, 1,
+	  false },
+	{ "bytes without chunks",
+	  { { .chunks_done = 0, .bytes_done = 1 }, { .chunks_done = 1 } }, 1,
+	  false },
+	{ "chunk counts that wrap around to the count",
+	  { { .chunks_done = U64_MAX }, { .chunks_done = 2 } }, 1, false },
+};
+
+static void item_progress_case_desc(const struct item_progress_case *p,
+				    char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(item_progress, item_progress_cases,
+		  item_progress_case_desc);
+
+static void item_progress_valid_test(struct kunit *test)
+{
+	const struct item_progress_case *p = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, balance_item_progress_valid(p->types,
+							  p->completed),
+			p->valid);
+}
+
+/* The sysfs file: every line, with the values of the balance. */
+static void progress_format_test(struct kunit *test)
+{
+	const struct btrfs_balance_control bctl = {
+		.stat = { .expected = 7, .considered = 5, .completed = 3 },
+		.start_time = 1733000000,
+		.run_time_ms = 60000,
+		.run_start_ns = NSEC_PER_SEC,
+		.relocating = { .start = SZ_4G, .length = SZ_1G,
+				.type = B_DATA | B_RAID1, .used = SZ_256M },
+		.types = {
+			{ 4, 2, SZ_1G, SZ_512M },
+			{ 2, 1, SZ_32M, SZ_8M },
+			{ 1, 0, SZ_16K, 0 },
+		},
+	};
+	const char *expected =
+		"state running\nstart_time 1733000000\nrun_time_ms 62000\n"
+		"chunks_expected 7\nchunks_considered 5\nchunks_done 3\n"
+		"data_chunks_expected 4\ndata_chunks_done 2\n"
+		"data_bytes_expected 1073741824\ndata_bytes_done 536870912\n"
+		"metadata_chunks_expected 2\nmetadata_chunks_done 1\n"
+		"metadata_bytes_expected 33554432\nmetadata_bytes_done 8388608\n"
+		"system_chunks_expected 1\nsystem_chunks_done 0\n"
+		"system_bytes_expected 16384\nsystem_bytes_done 0\n"
+		"current_start 4294967296\ncurrent_length 1073741824\n"
+		"current_used 268435456\ncurrent_type data\n"
+		"current_profile raid1\n";
+	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	int len;
+
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	len = balance_progress_format(&bctl, true, 3 * NSEC_PER_SEC, buf,
+				      PAGE_SIZE);
+	KUNIT_EXPECT_STREQ(test, buf, expected);
+	KUNIT_EXPECT_EQ(test, len, strlen(expected));
+
+	/* A paused balance between two chunks. */
+	len = balance_progress_format(&bctl, false, 3 * NSEC_PER_SEC, buf,
+				      PAGE_SIZE);
+	KUNIT_EXPECT_TRUE(test, str_has_prefix(buf, "state paused\n"));
+}
+
+/* Without a balance: the same lines, with state none and zeroes. */
+static void progress_format_none_test(struct kunit *test)
+{
+	const char *suffix = "\ncurrent_type none\ncurrent_profile none\n";
+	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+	int len;
+
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	len = balance_progress_format(NULL, false, NSEC_PER_SEC, buf,
+				      PAGE_SIZE);
+	KUNIT_EXPECT_TRUE(test, str_has_prefix(buf,
+					       "state none\nstart_time 0\nrun_time_ms 0\n"));
+	KUNIT_EXPECT_NOT_NULL(test, strstr(buf, "\nsystem_bytes_done 0\n"));
+	KUNIT_EXPECT_EQ(test, len, strlen(buf));
+	KUNIT_ASSERT_GT(test, len, strlen(suffix));
+	KUNIT_EXPECT_STREQ(test, buf + len - strlen(suffix), suffix);
+
+	/* A short buffer is filled, not overrun. */
+	memset(buf, 'x', PAGE_SIZE);
+	len = balance_progress_format(NULL, false, 0, buf, 16);
+	KUNIT_EXPECT_EQ(test, len, 15);
+	KUNIT_EXPECT_EQ(test, buf[15], '\0');
+	KUNIT_EXPECT_EQ(test, buf[16], 'x');
+}
+
+/* How long a balance ran: the runs before, and this one while it runs. */
+struct run_time_case {
+	const char *name;
+	u64 run_time_ms;
+	u64 run_start_ns;
+	u64 now_ns;
+	u64 expected;
+};
+
+static const struct run_time_case run_time_cases[] = {
+	{ "paused: the runs before only", 1500, 0, 9 * NSEC_PER_SEC, 1500 },
+	{ "running: plus this run", 1500, 2 * NSEC_PER_SEC,
+	  9 * NSEC_PER_SEC + 999999, 8500 },
+	{ "a first run that just started", 0, NSEC_PER_SEC, NSEC_PER_SEC, 0 },
+	{ "a clock behind the start adds nothing", 1500, 9 * NSEC_PER_SEC,
+	  2 * NSEC_PER_SEC, 1500 },
+	{ "an absurd time from an item does not wrap", U64_MAX - 1,
+	  NSEC_PER_SEC, 3 * NSEC_PER_SEC, U64_MAX },
+};
+
+static void run_time_case_desc(const struct run_time_case *p, char *desc)
+{
+	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(run_time, run_time_cases, run_time_case_desc);
+
+static void run_time_test(struct kunit *test)
+{
+	const struct run_time_case *p = test->param_value;
+	const struct btrfs_balance_control bctl = {
+		.run_time_ms = p->run_time_ms,
+		.run_start_ns = p->run_start_ns,
+	};
+
+	KUNIT_EXPECT_EQ(test, balance_run_time_ms(&bctl, p->now_ns),
+			p->expected);
+}
+
+/* The progress ioctl gets the balance's progress, in all and per type. */
+static void progress_to_args_test(struct kunit *test)
+{
+	const struct btrfs_balance_control bctl = {
+		.stat = { .expected = 7, .considered = 5, .completed = 3 },
+		.start_time = 1733000000,
+		.run_time_ms = 60000,
+		.run_start_ns = 2 * NSEC_PER_SEC,
+		.relocating = { .start = SZ_4G, .length = SZ_1G,
+				.type = B_DATA | B_RAID1, .used = SZ_256M },
+		.types = {
+			{ 4, 2, SZ_1G, SZ_512M },
+			{ 2, 1, SZ_32M, SZ_8M },
+			{ 1, 0, SZ_16K, 0 },
+		},
+	};
+	struct btrfs_ioctl_balance_args bargs = { .ext_flags = U64_MAX };
+	u64 zero[ARRAY_SIZE(bargs.unused)] = {};
+
+	balance_progress_to_args(&bctl, 5 * NSEC_PER_SEC, &bargs);
+	KUNIT_EXPECT_EQ(test, bargs.ext_flags, BTRFS_BALANCE_EXT_PROGRESS);
+	KUNIT_EXPECT_EQ(test, bargs.start_time, 1733000000);
+	KUNIT_EXPECT_EQ(test, bargs.run_time_ms, 60000 + 3000);
+	KUNIT_EXPECT_EQ(test, bargs.current_start, SZ_4G);
+	KUNIT_EXPECT_EQ(test, bargs.current_length, SZ_1G);
+	KUNIT_EXPECT_EQ(test, bargs.current_type, B_DATA | B_RAID1);
+	KUNIT_EXPECT_EQ(test, bargs.current_used, SZ_256M);
+	KUNIT_EXPECT_MEMEQ(test, &bargs.stat, &bctl.stat, sizeof(bctl.stat));
+	KUNIT_EXPECT_MEMEQ(test, bargs.types, bctl.types, sizeof(bctl.types));
+	KUNIT_EXPECT_MEMEQ(test, bargs.unused, zero, sizeof(zero));
 }
 
 static void args_to_cpu_test(struct kunit *test)
@@ -2174,6 +2489,14 @@ static struct kunit_case balance_requests_cases[] = {
 	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
 	KUNIT_CASE_PARAM(chunk_is_work_test, chunk_is_work_gen_params),
 	KUNIT_CASE(stat_restart_test),
+	KUNIT_CASE(types_restart_test),
+	KUNIT_CASE(progress_per_type_test),
+	KUNIT_CASE(progress_chunk_grew_test),
+	KUNIT_CASE(progress_to_args_test),
+	KUNIT_CASE_PARAM(item_progress_valid_test, item_progress_gen_params),
+	KUNIT_CASE_PARAM(run_time_test, run_time_gen_params),
+	KUNIT_CASE(progress_format_test),
+	KUNIT_CASE(progress_format_none_test),
 	KUNIT_CASE_PARAM(describe_test, describe_gen_params),
 	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),
 	KUNIT_CASE_PARAM(unselected_args_are_cleared_test,
