@@ -142,7 +142,8 @@ build_kselftests() {
 
 # stage_kselftests DIR: what goes to /selftests: the build output (the
 # compiled tests) plus the scripts and files of kselftests/ that a kselftest
-# install would add (TEST_PROGS *.sh, "settings"), scripts made executable.
+# install would add (TEST_PROGS *.sh, "settings"), scripts made executable,
+# and tools/balance-status (built by make) in bin/.
 # A step's command (no errexit): checks its commands itself.
 stage_kselftests() {
 	local f
@@ -153,6 +154,9 @@ stage_kselftests() {
 		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" || return ;; esac
 	done
 	find "$1" -name '*.o' -delete || return
+	# tools/balance-status for status_tool_test.sh; in a subfolder: not a test
+	make -C "$RESTRIPER_ROOT" tools/balance-status || return
+	mkdir -p "$1/bin" && cp "$RESTRIPER_ROOT/tools/balance-status" "$1/bin/" || return
 	mkdir -p "$1/$CRASH_SUBDIR" && mv "$1/$CRASH_PROG" "$1/$CRASH_SUBDIR/" || return
 	mkdir -p "$1/$POWERCUT_SUBDIR" && mv "$1/$POWERCUT_PROG" "$1/$POWERCUT_SUBDIR/" || return
 	log "kselftests: $(cd "$1" && find . -maxdepth 1 -type f -perm -u+x -printf '%P\n' | sort | tr '\n' ' ')"

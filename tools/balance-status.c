@@ -3,12 +3,18 @@
  * balance-status: the progress of a btrfs balance, and a dry run.
  *
  *   balance-status [-w] [-i SECONDS] MOUNTPOINT
- *	The balance on MOUNTPOINT: its state, and per type (data, metadata,
- *	system) and in all the chunks expected and relocated, with a progress
- *	bar, the rate and an estimate of the time left.  -w redraws it every
- *	-i seconds (default 1) until the balance is no longer running (a new
- *	line each time when the output is not a terminal).  The rate needs
- *	two reports: -w.
+ *	The balance on MOUNTPOINT: its state, a progress bar of the bytes
+ *	relocated, the rate and an estimate of the time left, the chunk being
+ *	relocated, then per type (data, metadata, system) and in all the
+ *	chunks and bytes expected and relocated, when it started and how long
+ *	it ran.  -w redraws the bar every -i seconds (default 1) until the
+ *	balance is no longer running (a new line each time when the output is
+ *	not a terminal), then prints the table.
+ *
+ *	A kernel without the byte progress (ext_flags without
+ *	BTRFS_BALANCE_EXT_PROGRESS) reports chunks only: the bar then counts
+ *	chunks, the rate comes from the chunks relocated between two reports
+ *	(-w), and the program says so.
  *
  *   balance-status -n [-f] [-d[FILTERS]] [-m[FILTERS]] [-s[FILTERS]] MOUNTPOINT
  *	A dry run (BTRFS_BALANCE_DRY_RUN): per type, the chunks a balance
@@ -62,6 +68,12 @@
 #define STATE_CANCEL_REQ	(1ULL << 2)
 
 #define EXT_ESTIMATE		(1ULL << 0)
+#define EXT_PROGRESS		(1ULL << 1)
+
+#define BG_DATA			(1ULL << 0)
+#define BG_SYSTEM		(1ULL << 1)
+#define BG_METADATA		(1ULL << 2)
+#define BG_PROFILES		(0x7f8ULL)
 
 /* struct btrfs_balance_args: 136 bytes */
 struct bal_args {
@@ -108,7 +120,14 @@ struct bal_ioctl_args {
 	/* 0 from a kernel that does not fill what follows */
 	uint64_t ext_flags;
 	struct bal_type_progress types[3];
-	uint64_t unused[59];
+	/* with EXT_PROGRESS */
+	uint64_t start_time;		/* seconds since the epoch, 0: unknown */
+	uint64_t run_time_ms;		/* pauses left out */
+	uint64_t current_start;		/* the chunk being relocated */
+	uint64_t current_length;
+	uint64_t current_type;		/* 0 between two chunks */
+	uint64_t current_used;
+	uint64_t unused[53];
 };
 
 _Static_assert(sizeof(struct bal_args) == 136, "btrfs_balance_args");
@@ -346,12 +365,125 @@ static const char *state_name(uint64_t state)
 	return "paused";
 }
 
+static const char *profile_name(uint64_t type)
+{
+	size_t i;
+
+	for (i = 1; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+		if (type & profiles[i].bit)
+			return profiles[i].name;
+	return "single";
+}
+
+static const char *chunk_type_name(uint64_t type)
+{
+	if (type & BG_DATA)
+		return type & BG_METADATA ? "mixed" : "data";
+	return type & BG_SYSTEM ? "system" : "metadata";
+}
+
+static void totals(const struct bal_ioctl_args *a, uint64_t *expected,
+		   uint64_t *done)
+{
+	int i;
+
+	*expected = *done = 0;
+	for (i = 0; i < 3; i++) {
+		*expected += a->types[i].bytes_expected;
+		*done += a->types[i].bytes_done;
+	}
+}
+
+static void duration(double s, char *buf, size_t size)
+{
+	unsigned long long t = s + 0.5;
+
+	if (t >= 3600)
+		snprintf(buf, size, "%lluh%02llum", t / 3600, t / 60 % 60);
+	else if (t >= 60)
+		snprintf(buf, size, "%llum%02llus", t / 60, t % 60);
+	else
+		snprintf(buf, size, "%llus", t);
+}
+
 /*
- * One report.  The kernel counts chunks; the rate and the time left come
- * from the chunks relocated between the first report and this one.
+ * One line, in bytes: the rate is the kernel's, the bytes relocated over
+ * the time the balance ran, pauses left out; the time left follows from
+ * it.  Bytes count when a chunk is done: the chunk being relocated is
+ * named beside.
  */
-static void report(const char *mnt, const struct bal_ioctl_args *a,
-		   uint64_t first_done, double first_t, double t, int live)
+static void report_bytes(const char *mnt, const struct bal_ioctl_args *a,
+			 int live)
+{
+	uint64_t total, done;
+	double rate = 0, pct;
+	char b[48], eta[32] = "-", h1[32], h2[32], h3[32], now[96] = "";
+
+	totals(a, &total, &done);
+	if (a->run_time_ms && done)
+		rate = done / (a->run_time_ms / 1000.0);
+	if (rate > 0 && total > done)
+		duration((total - done) / rate, eta, sizeof(eta));
+	else if (total && done >= total)
+		snprintf(eta, sizeof(eta), "0s");
+	pct = total ? 100.0 * (done > total ? total : done) / total : 0;
+	if (a->current_type)
+		snprintf(now, sizeof(now), ", relocating %s %s chunk at %s (%s used)",
+			 chunk_type_name(a->current_type),
+			 profile_name(a->current_type),
+			 human(a->current_start, h3, sizeof(h3)),
+			 human(a->current_used, h1, sizeof(h1)));
+	bar(b, 30, done, total);
+	/* h1 and h3 are free again once now[] holds their text. */
+	printf("%s%s: %s %s %5.1f%% %s of %s, %llu of %llu chunks, %s/s, %s left%s%s",
+	       live ? "\r\033[K" : "", mnt, state_name(a->state), b, pct,
+	       human(done, h1, sizeof(h1)), human(total, h2, sizeof(h2)),
+	       (unsigned long long)a->completed, (unsigned long long)a->expected,
+	       human((uint64_t)rate, h3, sizeof(h3)), eta, now,
+	       live ? "" : "\n");
+	fflush(stdout);
+}
+
+/* The table per type, and when the balance started and how long it ran. */
+static void report_table(const struct bal_ioctl_args *a)
+{
+	uint64_t total, done, chunks = 0, chunks_done = 0;
+	char h1[32], h2[32], when[64] = "unknown", ran[32];
+	time_t start = a->start_time;
+	struct tm tm;
+	int i;
+
+	printf("%-10s %21s %25s\n", "type", "chunks done/expected",
+	       "bytes done/expected");
+	for (i = 0; i < 3; i++) {
+		const struct bal_type_progress *t = &a->types[i];
+
+		printf("%-10s %10llu/%-10llu %12s/%-12s\n", type_names[i],
+		       (unsigned long long)t->chunks_done,
+		       (unsigned long long)t->chunks_expected,
+		       human(t->bytes_done, h1, sizeof(h1)),
+		       human(t->bytes_expected, h2, sizeof(h2)));
+		chunks += t->chunks_expected;
+		chunks_done += t->chunks_done;
+	}
+	totals(a, &total, &done);
+	printf("%-10s %10llu/%-10llu %12s/%-12s\n", "total",
+	       (unsigned long long)chunks_done, (unsigned long long)chunks,
+	       human(done, h1, sizeof(h1)), human(total, h2, sizeof(h2)));
+	if (a->start_time && localtime_r(&start, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	duration(a->run_time_ms / 1000.0, ran, sizeof(ran));
+	printf("started %s, ran %s (pauses left out)\n", when, ran);
+}
+
+/*
+ * One line from a kernel that counts chunks only: the rate and the time
+ * left come from the chunks relocated between the first report and this
+ * one.
+ */
+static void report_chunks(const char *mnt, const struct bal_ioctl_args *a,
+			  uint64_t first_done, double first_t, double t,
+			  int live)
 {
 	uint64_t total = a->expected, done = a->completed;
 	double rate = 0;
@@ -360,13 +492,13 @@ static void report(const char *mnt, const struct bal_ioctl_args *a,
 	if (t > first_t && done > first_done)
 		rate = (done - first_done) / (t - first_t);
 	if (rate > 0 && total > done)
-		snprintf(eta, sizeof(eta), "%.0f s", (total - done) / rate);
+		duration((total - done) / rate, eta, sizeof(eta));
 	bar(b, 30, done, total);
-	printf("%s%s: balance %s %s %llu of %llu chunks (%llu considered), %.2f chunks/s, %s left%s",
-	       live ? "\r" : "", mnt, state_name(a->state), b,
+	printf("%s%s: %s %s %llu of %llu chunks (%llu considered), %.2f chunks/s, %s left%s",
+	       live ? "\r\033[K" : "", mnt, state_name(a->state), b,
 	       (unsigned long long)done, (unsigned long long)total,
 	       (unsigned long long)a->considered, rate, eta,
-	       live ? "   " : "\n");
+	       live ? "" : "\n");
 	fflush(stdout);
 }
 
@@ -376,7 +508,7 @@ static int progress(int fd, const char *mnt, int watch, double interval)
 	uint64_t first_done = 0;
 	double first_t = 0;
 	int tty = isatty(STDOUT_FILENO);
-	int n = 0;
+	int bytes = 0, n = 0;
 
 	for (;;) {
 		memset(&a, 0, sizeof(a));
@@ -390,17 +522,25 @@ static int progress(int fd, const char *mnt, int watch, double interval)
 			return 1;
 		}
 		if (!n) {
+			bytes = !!(a.ext_flags & EXT_PROGRESS);
 			first_done = a.completed;
 			first_t = now_s();
-			printf("%s: the kernel reports chunks, not bytes: the bar counts chunks\n",
-			       mnt);
+			if (!bytes)
+				printf("%s: the kernel reports chunks, not bytes: the bar counts chunks\n",
+				       mnt);
 		}
 		/* Redrawn in place on a terminal, a line each time in a log. */
-		report(mnt, &a, first_done, first_t, now_s(), watch && tty);
+		if (bytes)
+			report_bytes(mnt, &a, watch && tty);
+		else
+			report_chunks(mnt, &a, first_done, first_t, now_s(),
+				      watch && tty);
 		n++;
 		if (!watch || !(a.state & STATE_RUNNING)) {
 			if (watch && tty)
 				printf("\n");
+			if (bytes)
+				report_table(&a);
 			return 0;
 		}
 		usleep((useconds_t)(interval * 1e6));
