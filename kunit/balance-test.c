@@ -2055,7 +2055,7 @@ struct item_progress_case {
 static const struct item_progress_case item_progress_cases[] = {
 	{ "nothing relocated yet", {}, 0, true },
 	{ "an older kernel's item: zeroes but chunks relocated", {}, 5,
-	  false },
+	  true },
 	{ "the types add up to the count",
 	  { { .chunks_done = 2, .bytes_done = SZ_1G },
 	    { .chunks_done = 3, .bytes_done = SZ_16M },
@@ -2063,8 +2063,8 @@ static const struct item_progress_case item_progress_cases[] = {
 	{ "one chunk more than the count",
 	  { { .chunks_done = 2 }, { .chunks_done = 3 }, { .chunks_done = 2 } },
 	  6, false },
-	{ "one chunk less than the count",
-	  { { .chunks_done = 2 }, { .chunks_done = 3 } }, 6, false },
+	{ "one chunk less than the count: relocated before they were kept",
+	  { { .chunks_done = 2 }, { .chunks_done = 3 } }, 6, true },
 	{ "a chunk using as much as a data chunk holds",
 	  { { .chunks_done = 1, .bytes_done = 10ULL * SZ_1G } }, 1, true },
 	{ "a chunk using a byte more",
@@ -2205,7 +2205,7 @@ static void run_time_test(struct kunit *test)
 /* The progress ioctl gets the balance's progress, in all and per type. */
 static void progress_to_args_test(struct kunit *test)
 {
-	const struct btrfs_balance_control bctl = {
+	static const struct btrfs_balance_control bctl = {
 		.stat = { .expected = 7, .considered = 5, .completed = 3 },
 		.start_time = 1733000000,
 		.run_time_ms = 60000,
@@ -2219,7 +2219,7 @@ static void progress_to_args_test(struct kunit *test)
 		},
 	};
 	struct btrfs_ioctl_balance_args bargs = { .ext_flags = U64_MAX };
-	u64 zero[ARRAY_SIZE(bargs.unused)] = {};
+	static const u64 zero[ARRAY_SIZE(bargs.unused)];
 
 	balance_progress_to_args(&bctl, 5 * NSEC_PER_SEC, &bargs);
 	KUNIT_EXPECT_EQ(test, bargs.ext_flags, BTRFS_BALANCE_EXT_PROGRESS);
