@@ -1413,13 +1413,17 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 	left = used_of_old_data(&before, &paused);
 
 	if (variant->by_mount) {
-		/* From the item alone: the figures of the pause, exactly. */
+		/*
+		 * From the item alone: what the pause had done, exactly; what
+		 * is expected is counted again when the balance runs.
+		 */
 		world_umount(_metadata, w);
 		world_mount(_metadata, w, w->ndevs, 0, "skip_balance");
 		expect_paused(_metadata, w,
 			      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, &p);
-		EXPECT_EQ(0, memcmp(&p1.types[DATA_INDEX], &p.types[DATA_INDEX],
-				    sizeof(p.types[DATA_INDEX])));
+		d = &p.types[DATA_INDEX];
+		EXPECT_EQ(p1.types[DATA_INDEX].chunks_done, d->chunks_done);
+		EXPECT_EQ(p1.types[DATA_INDEX].bytes_done, d->bytes_done);
 		EXPECT_EQ(p1.start_time, p.start_time);
 		EXPECT_EQ(p1.run_time_ms, p.run_time_ms);
 		world_umount(_metadata, w);
