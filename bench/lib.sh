@@ -22,7 +22,9 @@
 # go there, the wall times to timings.txt), STEPS_LOG (the steps' output) and
 # KERNELS ("series base" or a part of it), then calls build_kernels and
 # compare_configs; they set SERIES_STATE, BASE_STATE ("sha subject" of each
-# tree) and CONFIG_NOTE.
+# tree) and CONFIG_NOTE.  prepare_run does that and the rest a run needs
+# before its VMs: the caller's build_payload (the guest program into
+# $RUN/payload) and the initramfs $RUN/initramfs.cpio.gz.
 
 BENCH=$RESTRIPER_ROOT/bench
 FRAGMENT=$BENCH/kernel-nodebug.config
@@ -183,3 +185,14 @@ compare_configs() {
 	fi
 }
 
+# The kernels, the guest program (the caller's build_payload) and the
+# initramfs of a run.
+prepare_run() {
+	build_kernels
+	compare_configs
+	step "building the guest program" "$STEPS_LOG" build_payload ||
+		die "the guest program does not build (log: $STEPS_LOG)"
+	step "making the initramfs" "$STEPS_LOG" \
+		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$RUN/initramfs.cpio.gz" "$RUN/payload" ||
+		die "no initramfs (log: $STEPS_LOG)"
+}

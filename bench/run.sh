@@ -597,13 +597,7 @@ main() {
 	: >"$RUN/raw-results.txt"
 	: >"$RUN/timings.txt"
 	log "run folder: $RUN (output of the steps: steps.log)"
-	build_kernels
-	compare_configs
-	step "building the guest program" "$STEPS_LOG" build_payload ||
-		die "the guest program does not build (log: $STEPS_LOG)"
-	step "making the initramfs" "$STEPS_LOG" \
-		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$RUN/initramfs.cpio.gz" "$RUN/payload" ||
-		die "no initramfs (log: $STEPS_LOG)"
+	prepare_run
 	exec 3>&1 # the screen, for the console with -v (see run_vm)
 	local VM_SHOW='' # read by vm_step (vm/common.sh)
 	# shellcheck disable=SC2034 # read by vm_step
