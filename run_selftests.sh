@@ -142,13 +142,13 @@ build_kselftests() {
 
 # stage_kselftests DIR: what goes to /selftests: the build output (the
 # compiled tests) plus the scripts and files of kselftests/ that a kselftest
-# install would add (TEST_PROGS *.sh, "settings"), scripts made executable,
-# and tools/balance-status (built by make) in bin/.
+# install would add (TEST_PROGS *.sh, TEST_FILES *.inc and "settings"),
+# scripts made executable, and tools/balance-status (built by make) in bin/.
 # A step's command (no errexit): checks its commands itself.
 stage_kselftests() {
 	local f
 	rm -rf "$1" && mkdir -p "$1" && cp -a "$KSFT_OUT/." "$1/" || return
-	for f in "$KSFT_SRC"/*.sh "$KSFT_SRC/settings"; do
+	for f in "$KSFT_SRC"/*.sh "$KSFT_SRC"/*.inc "$KSFT_SRC/settings"; do
 		[ -f "$f" ] || continue
 		cp "$f" "$1/" || return
 		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" || return ;; esac

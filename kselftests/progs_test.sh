@@ -35,9 +35,9 @@ BG_PID=
 MARK=
 MARKN=0
 
-diag() { echo "# $*"; }
-diag_out() { printf '%s\n' "$OUT" | sed 's/^/#   /'; }
-failed() { diag "FAILED: $*"; diag_out; return 1; } # MESSAGE, then OUT
+# diag, failed, run_expect, expect_out
+# shellcheck source=kselftests/tap_helpers.inc
+. "$(dirname "$0")/tap_helpers.inc"
 tap_ok() { echo "ok $NUM - $1"; }
 tap_fail() { echo "not ok $NUM - $1"; FAILED=$((FAILED + 1)); }
 uptime_s() { cut -d. -f1 /proc/uptime; }
@@ -60,21 +60,6 @@ TMP=$(mktemp -d /tmp/progs_test.XXXXXX) || { echo "Bail out! mktemp"; exit 1; }
 mkdir -p "$MNT"
 echo "1..$PLAN"
 diag "btrfs-progs: $(btrfs --version 2>&1), devices: $DEVS, mount point: $MNT"
-
-# run_expect STATUS CMD...: run CMD (output, stdout and stderr, in OUT); it
-# must exit STATUS, else the command, its status and output are shown.
-run_expect() {
-	RE_WANT=$1
-	shift
-	diag "\$ $*"
-	OUT=$("$@" 2>&1)
-	RC=$?
-	[ "$RC" -eq "$RE_WANT" ] || failed "exit status $RC, expected $RE_WANT; output:"
-}
-expect_out() { # TEXT: OUT has this fixed string
-	case $OUT in *"$1"*) return 0 ;; esac
-	failed "\"$1\" missing from:"
-}
 
 # relocated MIN [MAX]: OUT has "Done, had to relocate N out of M chunks" with
 # MIN <= N <= MAX (default M), N <= M.

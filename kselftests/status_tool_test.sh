@@ -26,8 +26,9 @@ NUM=0
 FAILED=0
 BAL_PID=
 
-diag() { echo "# $*"; }
-failed() { diag "FAILED: $*"; printf '%s\n' "$OUT" | sed 's/^/#   /'; return 1; }
+# diag, failed, run_expect, expect_out
+# shellcheck source=kselftests/tap_helpers.inc
+. "$(dirname "$0")/tap_helpers.inc"
 
 echo "TAP version 13"
 # shellcheck disable=SC2086 # a list of devices
@@ -48,20 +49,6 @@ fi
 mkdir -p "$MNT"
 echo "1..$PLAN"
 
-# run_expect STATUS CMD...: run CMD (stdout and stderr in OUT); it must
-# exit STATUS.
-run_expect() {
-	RE_WANT=$1
-	shift
-	diag "\$ $*"
-	OUT=$("$@" 2>&1)
-	RC=$?
-	[ "$RC" -eq "$RE_WANT" ] || failed "exit status $RC, expected $RE_WANT; output:"
-}
-expect_out() { # TEXT: OUT has this fixed string
-	case $OUT in *"$1"*) return 0 ;; esac
-	failed "\"$1\" missing from:"
-}
 # expect_line REGEX: a line of OUT matches the extended regular expression.
 expect_line() {
 	printf '%s\n' "$OUT" | grep -Eq "$1" || failed "no line matches /$1/ in:"
