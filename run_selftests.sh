@@ -246,6 +246,23 @@ vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # RUN
 TP=0 TF=0 TS=0
 PROBLEMS=()
 
+# failed_with_reasons TAP: each "not ok" line of TAP (skips and todos
+# aside), followed by the harness's diagnostics of that test (its
+# "# ...:Expected" lines, at most 8), so that a summary says why it failed.
+failed_with_reasons() {
+	awk '
+		/^#  RUN / { n = 0; next }
+		/^# / && !/^#  *(OK|FAIL|SKIP) / { if (n < 8) why[n++] = $0; next }
+		/^not ok( |$)/ {
+			if (tolower($0) ~ /#[[:space:]]*(skip|todo)/) { n = 0; next }
+			print
+			for (i = 0; i < n; i++) print "    " why[i]
+			n = 0; next
+		}
+		/^ok( |$)/ { n = 0 }
+	' "$1"
+}
+
 # judge RUN_DIR VM_STATUS TIMEOUT [LABEL]: a line per test program of the run
 # (and its "not ok" lines); what fails the run goes to PROBLEMS (prefixed
 # with "LABEL: "), the TAP counts are added to TP, TF, TS.
@@ -264,8 +281,7 @@ judge() {
 				"$name" "$pass" "$fail" "$skip" "$rc"
 		fi
 		if [ "$fail" -gt 0 ]; then
-			grep '^not ok' "$dir/tap/$name.tap" | grep -vi '#[[:space:]]*\(skip\|todo\)' |
-				head -n 20 | sed 's/^/      /'
+			failed_with_reasons "$dir/tap/$name.tap" | head -n 60 | sed 's/^/      /'
 		fi
 		own=''
 		if [ "$rc" = none ]; then
