@@ -2761,62 +2761,12 @@ static void check_space_test(struct kunit *test)
 		KUNIT_EXPECT_NOT_NULL_MSG(test, strstr(why, p->why), "%s", why);
 }
 
-/*
- * A run makes a system chunk of the target profile before it relocates
- * anything only when it has system chunks left to convert.
- */
-struct system_chunk_case {
-	const char *name;
-	u64 sys_flags;
-	u64 meta_flags;
-	u64 sys_expected;
-	u64 sys_done;
-	bool expected;
-};
-
-static const struct system_chunk_case system_chunk_cases[] = {
-	{ "system convert with chunks to do", A_CONVERT, 0, 2, 0, true },
-	{ "soft system convert with chunks to do", A_CONVERT | A_SOFT, 0,
-	  1, 0, true },
-	{ "system convert resumed with one chunk left", A_CONVERT, 0,
-	  3, 2, true },
-	{ "system convert resumed with nothing left", A_CONVERT, 0,
-	  2, 2, false },
-	{ "system convert that matches no chunk", A_CONVERT, 0, 0, 0, false },
-	{ "system chunks balanced, not converted", A_USAGE, 0, 2, 0, false },
-	{ "metadata convert only", 0, A_CONVERT, 0, 0, false },
-};
-
-static void system_chunk_case_desc(const struct system_chunk_case *p,
-				   char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(system_chunk, system_chunk_cases, system_chunk_case_desc);
-
-static void converts_system_chunks_test(struct kunit *test)
-{
-	const struct system_chunk_case *p = test->param_value;
-	struct btrfs_balance_control bctl = {
-		.flags = T_ALL,
-		.sys = { .flags = p->sys_flags, .target = B_RAID6 },
-		.meta = { .flags = p->meta_flags, .target = B_RAID6 },
-	};
-
-	bctl.types[BTRFS_BALANCE_SYS_INDEX].chunks_expected = p->sys_expected;
-	bctl.types[BTRFS_BALANCE_SYS_INDEX].chunks_done = p->sys_done;
-	KUNIT_EXPECT_EQ(test, balance_converts_system_chunks(&bctl),
-			p->expected);
-}
-
 static struct kunit_case balance_space_cases[] = {
 	KUNIT_CASE_PARAM(place_profile_test, place_gen_params),
 	KUNIT_CASE(place_profile_takes_the_space_test),
 	KUNIT_CASE(place_profile_stripe_size_test),
 	KUNIT_CASE(scan_add_test),
 	KUNIT_CASE_PARAM(check_space_test, space_gen_params),
-	KUNIT_CASE_PARAM(converts_system_chunks_test, system_chunk_gen_params),
 	{}
 };
 
