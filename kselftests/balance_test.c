@@ -2008,12 +2008,8 @@ TEST_F_TIMEOUT(too_few_devices, convert_beyond_the_devices_is_einval, 60)
 /* ---- A convert the devices cannot hold ---- */
 
 /*
- * Three devices of 256 MiB filled with data until ENOSPC, then device 1
- * grown to its whole disk: one device has unallocated space, two have
- * none.  A forced convert of system to raid6 (3 devices at the least)
- * passes the profile checks, but no raid6 chunk can be allocated: the
- * first system allocation inside a transaction fails and aborts it
- * (forced read-only) unless the request is refused up front.
+ * Three devices of 256 MiB, data single and metadata raid1, that each test
+ * fills with data until ENOSPC before it gives room back to some devices.
  */
 FIXTURE(full_devices) {
 	struct world w;
@@ -2033,22 +2029,20 @@ FIXTURE_TEARDOWN(full_devices)
 	world_teardown(_metadata, &self->w);
 }
 
-TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
+/* Write /fill until ENOSPC, then resize each device as @sizes says. */
+static void fill_then_resize(struct __test_metadata *_metadata,
+			     struct world *w, const char *const *sizes,
+			     char *path)
 {
 	struct btrfs_ioctl_vol_args va = { .fd = 0 };
-	struct btrfs_ioctl_balance_args a, p;
-	struct world *w = &self->w;
-	char path[PATH_SIZE];
-	struct chunk_list before, after;
 	__u64 *buf;
 	off_t off;
 	ssize_t n;
-	struct kmsg k;
 	int fd;
 
 	buf = calloc(1, SZ_1M);
 	ASSERT_NE(NULL, buf);
-	snprintf(path, sizeof(path), "%s/fill", w->env.mnt);
+	snprintf(path, PATH_SIZE, "%s/fill", w->env.mnt);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	ASSERT_LE(0, fd);
 	/* Until a write fails: a short write is not the end yet. */
@@ -2060,8 +2054,30 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 	close(fd);
 	free(buf);
 	ASSERT_EQ(0, syncfs(w->fd));
-	strcpy(va.name, "1:max");
-	ASSERT_EQ(0, xioctl(w->fd, BTRFS_IOC_RESIZE, &va));
+	for (; *sizes; sizes++) {
+		snprintf(va.name, sizeof(va.name), "%s", *sizes);
+		ASSERT_EQ(0, xioctl(w->fd, BTRFS_IOC_RESIZE, &va))
+			TH_LOG("resize %s: %s", *sizes, strerror(errno));
+	}
+}
+
+/*
+ * Device 1 grown to its whole disk: one device has unallocated space, two
+ * have none.  A forced convert of system to raid6 (3 devices at the least)
+ * passes the profile checks, but no raid6 chunk can be allocated: the
+ * first system allocation inside a transaction fails and aborts it
+ * (forced read-only) unless the request is refused up front.
+ */
+TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
+{
+	static const char *const sizes[] = { "1:max", NULL };
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	char path[PATH_SIZE];
+	struct chunk_list before, after;
+	struct kmsg k;
+
+	fill_then_resize(_metadata, w, sizes, path);
 	ASSERT_EQ(0, read_chunks(w->fd, &before));
 
 	request(&a, BTRFS_BALANCE_SYSTEM | BTRFS_BALANCE_DATA |
@@ -2080,6 +2096,72 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 	EXPECT_EQ(0, balance_item_present(w->fd));
 	ASSERT_EQ(0, read_chunks(w->fd, &after));
 	EXPECT_EQ(before.n, after.n);
+	/* Still writable: nothing aborted. */
+	EXPECT_EQ(0, unlink(path));
+	EXPECT_EQ(0, syncfs(w->fd));
+}
+
+/*
+ * Devices 2 and 3 get 16 MiB of room: a convert to raid1c3 passes the
+ * device count.  The data chunk of mkfs is converted first; the raid1c3
+ * chunk made for it takes all the room of devices 2 and 3, and its chunk
+ * item needs a raid1c3 system chunk, since system converts too (its vrange
+ * keeps the walk off the system chunk, not the allocator).  The devices
+ * cannot hold one: the system convert stops, the item goes to the raid1
+ * system chunk, and the balance ends with -ENOSPC instead of aborting the
+ * transaction.
+ */
+TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_is_enospc,
+	       180)
+{
+	static const char *const sizes[] = { "1:max", "2:+16M", "3:+16M", NULL };
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+	char path[PATH_SIZE];
+	struct chunk_list before, after;
+	const struct chunk *mkfs_data;
+	struct kmsg k;
+	int i, sys = 0, raid1c3_data = 0;
+
+	fill_then_resize(_metadata, w, sizes, path);
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	mkfs_data = &before.c[nth_kind(&before, BG_DATA, 0)];
+	ASSERT_EQ(8 * SZ_1M, mkfs_data->length);
+
+	convert_request(&a, BTRFS_BALANCE_SYSTEM | BTRFS_BALANCE_DATA |
+			BTRFS_BALANCE_FORCE, BTRFS_BLOCK_GROUP_RAID1C3);
+	a.data.flags |= BTRFS_BALANCE_ARGS_VRANGE;
+	a.data.vstart = mkfs_data->start;
+	a.data.vend = mkfs_data->start + 1;
+	a.sys.flags |= BTRFS_BALANCE_ARGS_VRANGE;
+	a.sys.vend = 1;
+	ASSERT_EQ(0, kmsg_start(&k));
+	EXPECT_EQ(-ENOSPC, balance_v2(w->fd, &a));
+	EXPECT_EQ(1, kmsg_contains(&k, "balance: cannot convert system to raid1c3: the devices have no room for a chunk of it\n"))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
+	EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: -28\n"));
+	kmsg_end(&k);
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
+	EXPECT_EQ(0, balance_item_present(w->fd));
+
+	/* The data chunk went to raid1c3; system stayed raid1. */
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	for (i = 0; i < after.n; i++) {
+		if (chunk_kind(&after.c[i]) == BG_SYS) {
+			sys++;
+			EXPECT_EQ(BTRFS_BLOCK_GROUP_RAID1,
+				  chunk_profile(after.c[i].type));
+		}
+		if (chunk_kind(&after.c[i]) == BG_DATA &&
+		    chunk_profile(after.c[i].type) == BTRFS_BLOCK_GROUP_RAID1C3)
+			raid1c3_data++;
+	}
+	EXPECT_EQ(1, sys);
+	EXPECT_EQ(1, raid1c3_data);
+	EXPECT_EQ(before.n, after.n);
+	if (_metadata->exit_code)
+		log_chunks(_metadata, &after);
 	/* Still writable: nothing aborted. */
 	EXPECT_EQ(0, unlink(path));
 	EXPECT_EQ(0, syncfs(w->fd));

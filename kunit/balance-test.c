@@ -169,9 +169,10 @@ static void devs_min_is_what_the_tables_assume_test(struct kunit *test)
 /*
  * The balance running or paused while a chunk is allocated: none, one
  * that relocates, or one that was paused (RESUME and SOFT set, progress
- * made).  The allocator must not care about the difference.
+ * made).  The allocator must not care about the difference.  SYS_DROPPED:
+ * running, its system convert dropped for want of room.
  */
-enum bctl_state { NO_BALANCE, RUNNING, PAUSED };
+enum bctl_state { NO_BALANCE, RUNNING, PAUSED, SYS_DROPPED };
 
 struct profile_case {
 	const char *name;
@@ -215,6 +216,7 @@ init_bctl(struct btrfs_balance_control *bctl, const struct profile_case *p)
 		bctl->stat.considered = 4;
 		bctl->stat.completed = 3;
 	}
+	bctl->sys_convert_dropped = p->state == SYS_DROPPED;
 	return bctl;
 }
 
@@ -245,6 +247,12 @@ static const struct profile_case restripe_cases[] = {
 	  B_DATA | B_META, 0, B_DATA | B_RAID0 },
 	{ "mixed, only metadata converts", RUNNING, 0, B_RAID1, 0,
 	  B_DATA | B_META, 0, B_META | B_RAID1 },
+	{ "system convert dropped: no target", SYS_DROPPED, 0, 0, B_RAID1C3,
+	  B_SYS, 0, 0 },
+	{ "system convert dropped, metadata still converts", SYS_DROPPED,
+	  0, B_RAID1, B_RAID1C3, B_META, 0, B_META | B_RAID1 },
+	{ "system convert dropped, data still converts", SYS_DROPPED,
+	  B_RAID1, 0, B_RAID1C3, B_DATA, 0, B_DATA | B_RAID1 },
 };
 
 static void profile_case_desc(const struct profile_case *p, char *desc)
@@ -310,6 +318,17 @@ static const struct profile_case alloc_cases[] = {
 	  B_DATA | B_RAID10 | B_RAID1 | B_RAID0, 2, B_DATA | B_RAID10 },
 	{ "raid6 and raid1c3 need 3 devices", NO_BALANCE, 0, 0, 0,
 	  B_DATA | B_RAID6 | B_RAID1C3 | B_RAID0, 2, B_DATA | B_RAID0 },
+	{ "system convert dropped: the other profile", SYS_DROPPED,
+	  0, 0, B_RAID1C3, B_SYS | B_RAID1 | B_RAID1C3, 3, B_SYS | B_RAID1 },
+	{ "system convert dropped: its target if alone", SYS_DROPPED,
+	  0, 0, B_RAID1C3, B_SYS | B_RAID1C3, 3, B_SYS | B_RAID1C3 },
+	{ "system convert to single dropped: dup", SYS_DROPPED,
+	  0, 0, B_SINGLE, B_SYS | B_SINGLE | B_DUP, 1, B_SYS | B_DUP },
+	{ "system convert to dup dropped: single", SYS_DROPPED,
+	  0, 0, B_DUP, B_SYS | B_SINGLE | B_DUP, 1, B_SYS },
+	{ "system convert dropped: data reduced as before", SYS_DROPPED,
+	  0, 0, B_RAID1C3, B_DATA | B_RAID1 | B_RAID1C3, 3,
+	  B_DATA | B_RAID1C3 },
 };
 
 KUNIT_ARRAY_PARAM(alloc, alloc_cases, profile_case_desc);
