@@ -2104,40 +2104,46 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 /*
  * Devices 2 and 3 get 16 MiB of room: a convert to raid1c3 passes the
  * device count.  The data chunk of mkfs is converted first; the raid1c3
- * chunk made for it takes all the room of devices 2 and 3, and its chunk
- * item needs a raid1c3 system chunk, since system converts too (its vrange
- * keeps the walk off the system chunk, not the allocator).  The devices
- * cannot hold one: the system convert stops, the item goes to the raid1
- * system chunk, and the balance ends with -ENOSPC instead of aborting the
- * transaction.
+ * chunk made for it takes all the room of devices 2 and 3.  Its chunk item
+ * needs a raid1c3 system chunk when system converts too, its block group
+ * item a raid1c3 tree block when metadata converts (a vrange keeps the
+ * walk off the chunks of @type, not the allocator).  The devices cannot
+ * hold such a chunk: the convert of @type stops, the item goes to the
+ * raid1 chunk of @type, and the balance ends with -ENOSPC instead of
+ * aborting the transaction.
  */
-TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_is_enospc,
-	       180)
+static void convert_runs_out_of_room(struct __test_metadata *_metadata,
+				     struct world *w, __u64 type)
 {
 	static const char *const sizes[] = { "1:max", "2:+16M", "3:+16M", NULL };
+	const __u64 kind = type == BTRFS_BALANCE_SYSTEM ? BG_SYS : BG_META;
 	struct btrfs_ioctl_balance_args a, p;
-	struct world *w = &self->w;
-	char path[PATH_SIZE];
+	struct btrfs_balance_args *b = type == BTRFS_BALANCE_SYSTEM ?
+				       &a.sys : &a.meta;
+	char path[PATH_SIZE], line[128];
 	struct chunk_list before, after;
 	const struct chunk *mkfs_data;
 	struct kmsg k;
-	int i, sys = 0, raid1c3_data = 0;
+	int i, of_kind = 0, raid1c3_data = 0;
 
 	fill_then_resize(_metadata, w, sizes, path);
 	ASSERT_EQ(0, read_chunks(w->fd, &before));
 	mkfs_data = &before.c[nth_kind(&before, BG_DATA, 0)];
 	ASSERT_EQ(8 * SZ_1M, mkfs_data->length);
 
-	convert_request(&a, BTRFS_BALANCE_SYSTEM | BTRFS_BALANCE_DATA |
-			BTRFS_BALANCE_FORCE, BTRFS_BLOCK_GROUP_RAID1C3);
+	convert_request(&a, type | BTRFS_BALANCE_DATA | BTRFS_BALANCE_FORCE,
+			BTRFS_BLOCK_GROUP_RAID1C3);
 	a.data.flags |= BTRFS_BALANCE_ARGS_VRANGE;
 	a.data.vstart = mkfs_data->start;
 	a.data.vend = mkfs_data->start + 1;
-	a.sys.flags |= BTRFS_BALANCE_ARGS_VRANGE;
-	a.sys.vend = 1;
+	b->flags |= BTRFS_BALANCE_ARGS_VRANGE;
+	b->vend = 1;
 	ASSERT_EQ(0, kmsg_start(&k));
 	EXPECT_EQ(-ENOSPC, balance_v2(w->fd, &a));
-	EXPECT_EQ(1, kmsg_contains(&k, "balance: cannot convert system to raid1c3: the devices have no room for a chunk of it\n"))
+	snprintf(line, sizeof(line),
+		 "balance: cannot convert %s to raid1c3: the devices have no room for a chunk of it\n",
+		 type == BTRFS_BALANCE_SYSTEM ? "system" : "metadata");
+	EXPECT_EQ(1, kmsg_contains(&k, line))
 		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
 	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
 	EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: -28\n"));
@@ -2145,11 +2151,11 @@ TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_is_enospc,
 	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
 	EXPECT_EQ(0, balance_item_present(w->fd));
 
-	/* The data chunk went to raid1c3; system stayed raid1. */
+	/* The data chunk went to raid1c3; the chunks of @type stayed raid1. */
 	ASSERT_EQ(0, read_chunks(w->fd, &after));
 	for (i = 0; i < after.n; i++) {
-		if (chunk_kind(&after.c[i]) == BG_SYS) {
-			sys++;
+		if (chunk_kind(&after.c[i]) == kind) {
+			of_kind++;
 			EXPECT_EQ(BTRFS_BLOCK_GROUP_RAID1,
 				  chunk_profile(after.c[i].type));
 		}
@@ -2157,13 +2163,95 @@ TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_is_enospc,
 		    chunk_profile(after.c[i].type) == BTRFS_BLOCK_GROUP_RAID1C3)
 			raid1c3_data++;
 	}
-	EXPECT_EQ(1, sys);
+	EXPECT_EQ(1, of_kind);
 	EXPECT_EQ(1, raid1c3_data);
 	EXPECT_EQ(before.n, after.n);
 	if (_metadata->exit_code)
 		log_chunks(_metadata, &after);
 	/* Still writable: nothing aborted. */
 	EXPECT_EQ(0, unlink(path));
+	EXPECT_EQ(0, syncfs(w->fd));
+}
+
+TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_is_enospc,
+	       180)
+{
+	convert_runs_out_of_room(_metadata, &self->w, BTRFS_BALANCE_SYSTEM);
+}
+
+TEST_F_TIMEOUT(full_devices,
+	       a_metadata_convert_that_runs_out_of_room_is_enospc, 180)
+{
+	convert_runs_out_of_room(_metadata, &self->w, BTRFS_BALANCE_METADATA);
+}
+
+/*
+ * Metadata in raid1 and in one raid1c3 chunk, which is the profile metadata
+ * allocates from, and no device room for another raid1c3 chunk: what a
+ * convert stopped half way leaves on full devices.  Relocating the raid1c3
+ * chunk would leave the allocator no raid1c3 room (the raid1 room does not
+ * count for it), and an allocation failing inside a commit aborts it: the
+ * chunk is skipped as an ENOSPC error, untouched.
+ */
+TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped,
+	       300)
+{
+	static const char *const sizes[] = { "1:+16M", "2:+16M", "3:+16M", NULL };
+	static const char *const none[] = { NULL };
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	char path[PATH_SIZE], first[PATH_SIZE], line[128];
+	struct chunk_list before, after;
+	const struct chunk *c = NULL;
+	struct kmsg k;
+	int fd, i;
+
+	/* A second raid1 metadata chunk, the one the convert takes. */
+	fd = fs_sysfs_open(w->fd, "allocation/metadata/force_chunk_alloc",
+			   O_WRONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(1, write(fd, "1", 1));
+	close(fd);
+	fill_then_resize(_metadata, w, sizes, path);
+	request(&a, BTRFS_BALANCE_METADATA, NULL);
+	a.meta.flags = BTRFS_BALANCE_ARGS_CONVERT | BTRFS_BALANCE_ARGS_LIMIT;
+	a.meta.target = BTRFS_BLOCK_GROUP_RAID1C3;
+	a.meta.limit = 1;
+	ASSERT_EQ(0, balance_v2(w->fd, &a));
+	/* The raid1c3 chunk took the room the resize gave: fill the rest. */
+	snprintf(first, sizeof(first), "%s/fill1", w->env.mnt);
+	ASSERT_EQ(0, rename(path, first));
+	fill_then_resize(_metadata, w, none, path);
+
+	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	for (i = 0; i < before.n; i++) {
+		if (chunk_kind(&before.c[i]) != BG_META ||
+		    chunk_profile(before.c[i].type) != BTRFS_BLOCK_GROUP_RAID1C3)
+			continue;
+		ASSERT_EQ(NULL, c) log_chunks(_metadata, &before);
+		c = &before.c[i];
+	}
+	ASSERT_NE(NULL, c) log_chunks(_metadata, &before);
+
+	request(&a, BTRFS_BALANCE_METADATA, NULL);
+	a.meta.flags = BTRFS_BALANCE_ARGS_PROFILES;
+	a.meta.profiles = BTRFS_BLOCK_GROUP_RAID1C3;
+	ASSERT_EQ(0, kmsg_start(&k));
+	EXPECT_EQ(-ENOSPC, balance_v2(w->fd, &a));
+	snprintf(line, sizeof(line),
+		 "balance: skipping block group %llu: the other raid1c3 metadata block groups have 0 bytes free, it needs ",
+		 (unsigned long long)c->start);
+	EXPECT_EQ(1, kmsg_contains(&k, line))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	EXPECT_EQ(1, kmsg_contains(&k, "): 1 enospc errors during balance\n"));
+	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
+	kmsg_end(&k);
+	EXPECT_EQ(0, balance_item_present(w->fd));
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	EXPECT_LE(0, find_chunk(&after, c->start));
+	/* Still writable: nothing aborted. */
+	EXPECT_EQ(0, unlink(path));
+	EXPECT_EQ(0, unlink(first));
 	EXPECT_EQ(0, syncfs(w->fd));
 }
 

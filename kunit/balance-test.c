@@ -169,10 +169,11 @@ static void devs_min_is_what_the_tables_assume_test(struct kunit *test)
 /*
  * The balance running or paused while a chunk is allocated: none, one
  * that relocates, or one that was paused (RESUME and SOFT set, progress
- * made).  The allocator must not care about the difference.  SYS_DROPPED:
- * running, its system convert dropped for want of room.
+ * made).  The allocator must not care about the difference.  SYS_DROPPED,
+ * META_DROPPED: running, its system or metadata convert dropped for want
+ * of room.
  */
-enum bctl_state { NO_BALANCE, RUNNING, PAUSED, SYS_DROPPED };
+enum bctl_state { NO_BALANCE, RUNNING, PAUSED, SYS_DROPPED, META_DROPPED };
 
 struct profile_case {
 	const char *name;
@@ -217,6 +218,7 @@ init_bctl(struct btrfs_balance_control *bctl, const struct profile_case *p)
 		bctl->stat.completed = 3;
 	}
 	bctl->sys_convert_dropped = p->state == SYS_DROPPED;
+	bctl->meta_convert_dropped = p->state == META_DROPPED;
 	return bctl;
 }
 
@@ -253,6 +255,12 @@ static const struct profile_case restripe_cases[] = {
 	  0, B_RAID1, B_RAID1C3, B_META, 0, B_META | B_RAID1 },
 	{ "system convert dropped, data still converts", SYS_DROPPED,
 	  B_RAID1, 0, B_RAID1C3, B_DATA, 0, B_DATA | B_RAID1 },
+	{ "metadata convert dropped: no target", META_DROPPED, 0, B_RAID1C3, 0,
+	  B_META, 0, 0 },
+	{ "metadata convert dropped, system still converts", META_DROPPED,
+	  0, B_RAID1C3, B_RAID1, B_SYS, 0, B_SYS | B_RAID1 },
+	{ "metadata convert dropped, mixed: data target", META_DROPPED,
+	  B_RAID1, B_RAID1C3, 0, B_DATA | B_META, 0, B_DATA | B_RAID1 },
 };
 
 static void profile_case_desc(const struct profile_case *p, char *desc)
@@ -326,6 +334,14 @@ static const struct profile_case alloc_cases[] = {
 	  0, 0, B_SINGLE, B_SYS | B_SINGLE | B_DUP, 1, B_SYS | B_DUP },
 	{ "system convert to dup dropped: single", SYS_DROPPED,
 	  0, 0, B_DUP, B_SYS | B_SINGLE | B_DUP, 1, B_SYS },
+	{ "system convert dropped, other profile impossible: target", SYS_DROPPED,
+	  0, 0, B_RAID1C3, B_SYS | B_RAID1C4 | B_RAID1C3, 3, B_SYS | B_RAID1C3 },
+	{ "metadata convert dropped: the other profile", META_DROPPED,
+	  0, B_RAID1C3, 0, B_META | B_RAID1 | B_RAID1C3, 3, B_META | B_RAID1 },
+	{ "metadata convert to raid6 dropped: dup, not single", META_DROPPED,
+	  0, B_RAID6, 0, B_META | B_DUP | B_RAID6, 3, B_META | B_DUP },
+	{ "metadata convert dropped: system reduced as before", META_DROPPED,
+	  0, B_RAID1C3, 0, B_SYS | B_RAID1 | B_RAID1C3, 3, B_SYS | B_RAID1C3 },
 	{ "system convert dropped: data reduced as before", SYS_DROPPED,
 	  0, 0, B_RAID1C3, B_DATA | B_RAID1 | B_RAID1C3, 3,
 	  B_DATA | B_RAID1C3 },
@@ -343,6 +359,45 @@ static void reduce_alloc_profile_test(struct kunit *test)
 			p->expected);
 }
 
+struct room_case {
+	const char *name;
+	u64 room;
+	u64 used;
+	u64 reserve;
+	u64 devs_with_room;
+	u64 devs_min;
+	bool too_little;
+};
+
+static const struct room_case room_cases[] = {
+	{ "devices hold another chunk: enough", 0, SZ_1M, SZ_1M, 3, 3, false },
+	{ "no room for the reserve, devices full", 0, 0, SZ_1M, 2, 3, true },
+	{ "empty chunk, no reserve, no room: enough", 0, 0, 0, 2, 3, false },
+	{ "room for used and reserve", 110, 100, 10, 0, 1, false },
+	{ "room for used, not the reserve", 109, 100, 10, 0, 1, true },
+	{ "empty chunk, room for the reserve", 10, 0, 10, 2, 3, false },
+	{ "raid1 one device short", SZ_1M, SZ_4M, 0, 1, 2, true },
+	{ "single needs one device", 0, SZ_4M, SZ_1M, 1, 1, false },
+};
+
+static void room_case_desc(const struct room_case *r, char *desc)
+{
+	strscpy(desc, r->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(room, room_cases, room_case_desc);
+
+static void room_too_little_test(struct kunit *test)
+{
+	const struct room_case *r = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, balance_room_too_little(r->room, r->used,
+						      r->reserve,
+						      r->devs_with_room,
+						      r->devs_min),
+			r->too_little);
+}
+
 static struct kunit_case balance_profiles_cases[] = {
 	KUNIT_CASE_PARAM(profile_is_valid_test, valid_gen_params),
 	KUNIT_CASE(every_profile_alone_is_valid_test),
@@ -350,6 +405,7 @@ static struct kunit_case balance_profiles_cases[] = {
 	KUNIT_CASE(devs_min_is_what_the_tables_assume_test),
 	KUNIT_CASE_PARAM(restripe_target_test, restripe_gen_params),
 	KUNIT_CASE_PARAM(reduce_alloc_profile_test, alloc_gen_params),
+	KUNIT_CASE_PARAM(room_too_little_test, room_gen_params),
 	{}
 };
 
