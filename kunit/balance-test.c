@@ -259,8 +259,6 @@ static const struct profile_case restripe_cases[] = {
 	  B_META, 0, 0 },
 	{ "metadata convert dropped, system still converts", META_DROPPED,
 	  0, B_RAID1C3, B_RAID1, B_SYS, 0, B_SYS | B_RAID1 },
-	{ "metadata convert dropped, mixed: data target", META_DROPPED,
-	  B_RAID1, B_RAID1C3, 0, B_DATA | B_META, 0, B_DATA | B_RAID1 },
 };
 
 static void profile_case_desc(const struct profile_case *p, char *desc)
@@ -338,8 +336,15 @@ static const struct profile_case alloc_cases[] = {
 	  0, 0, B_RAID1C3, B_SYS | B_RAID1C4 | B_RAID1C3, 3, B_SYS | B_RAID1C3 },
 	{ "metadata convert dropped: the other profile", META_DROPPED,
 	  0, B_RAID1C3, 0, B_META | B_RAID1 | B_RAID1C3, 3, B_META | B_RAID1 },
-	{ "metadata convert to raid6 dropped: dup, not single", META_DROPPED,
-	  0, B_RAID6, 0, B_META | B_DUP | B_RAID6, 3, B_META | B_DUP },
+	{ "metadata convert to raid6 dropped: dup over single", META_DROPPED,
+	  0, B_RAID6, 0, B_META | B_SINGLE | B_DUP | B_RAID6, 3,
+	  B_META | B_DUP },
+	{ "metadata convert dropped, other profile impossible: target",
+	  META_DROPPED, 0, B_RAID1C3, 0, B_META | B_RAID1C4 | B_RAID1C3, 3,
+	  B_META | B_RAID1C3 },
+	{ "metadata convert dropped, mixed: not masked", META_DROPPED,
+	  0, B_RAID1C3, 0, B_DATA | B_META | B_RAID1 | B_RAID1C3, 3,
+	  B_DATA | B_META | B_RAID1C3 },
 	{ "metadata convert dropped: system reduced as before", META_DROPPED,
 	  0, B_RAID1C3, 0, B_SYS | B_RAID1 | B_RAID1C3, 3, B_SYS | B_RAID1C3 },
 	{ "system convert dropped: data reduced as before", SYS_DROPPED,
