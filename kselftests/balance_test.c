@@ -2257,6 +2257,25 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 
 /* ---- Dry run: what a balance would relocate ---- */
 
+/*
+ * A client learns that the kernel has the dry run from this file, before
+ * it sends the flag: a kernel without it may run the balance instead.
+ */
+TEST(dry_run_is_announced_in_the_static_features)
+{
+	char buf[16] = "";
+	ssize_t n;
+	int fd;
+
+	fd = open("/sys/fs/btrfs/features/balance_dry_run", O_RDONLY);
+	ASSERT_LE(0, fd) TH_LOG("/sys/fs/btrfs/features/balance_dry_run: %s",
+				strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	EXPECT_EQ(2, n);
+	EXPECT_STREQ("0\n", buf);
+}
+
 /* A dry run of @a: 0, its figures in @a, nothing moved, no balance left. */
 static void dry_run(struct __test_metadata *_metadata, struct world *w,
 		    struct btrfs_ioctl_balance_args *a, struct kmsg *k)

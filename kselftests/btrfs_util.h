@@ -929,6 +929,7 @@ static inline int wait_balance_state(int fd, __u64 state, unsigned int timeout_m
 #define HOLD_RELOCATION		(1UL << 0) /* before each chunk relocated */
 #define HOLD_RESUME_THREAD	(1UL << 1) /* mount-time resume thread */
 #define HOLD_IN_RELOCATION	(1UL << 2) /* inside a relocation, per extent */
+#define HOLD_RECLAIM		(1UL << 3) /* the reclaim worker, exclop taken */
 /* Set points let a thread pass this many times before they hold it. */
 #define BALANCE_HOLD_SKIP_FILE	"/sys/fs/btrfs/debug/balance_hold_skip"
 

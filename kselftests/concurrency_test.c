@@ -1219,12 +1219,11 @@ static void wait_for_balance_mutex(struct __test_metadata *_metadata,
  * Three balance ioctls, ordered with a write-protected userfaultfd page:
  * X, a balance that selects nothing, ends and copies its result out to
  * that page, where it waits, holding balance_mutex (nothing runs, nothing
- * is paused, no exclusive operation).  R, a resume, takes the exclusive
- * operation (there is nothing to resume, but it does not know yet) and
- * waits for the mutex; Q, a start or a resume, finds the exclusive
- * operation taken and waits for the mutex after R.  X goes on: R finds no
- * paused balance, -ENOTCONN, unlocks and gives the exclusive operation
- * back.  Q must then get what its kind gets when nothing runs or is
+ * is paused, no exclusive operation).  R, a resume, waits for the mutex,
+ * and Q, a start or a resume, waits for it after R.  X goes on: R takes
+ * the exclusive operation, finds no paused balance, -ENOTCONN, gives the
+ * exclusive operation back and unlocks.  Q must then get what its kind
+ * gets when nothing runs or is
  * paused: a start runs (0), a resume -ENOTCONN; not the exclusive
  * operation error BTRFS_ERROR_DEV_EXCL_RUN_IN_PROGRESS, which the
  * documentation gives only beside another exclusive operation (and which
@@ -1262,7 +1261,8 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 	r->args.flags = BTRFS_BALANCE_RESUME;
 	job_run(_metadata, r);
 	wait_for_balance_mutex(_metadata, r);
-	expect_exclop(_metadata, w, "balance");
+	/* It takes the exclusive operation only once it has the mutex. */
+	expect_exclop(_metadata, w, "none");
 
 	q = job_new(_metadata, w);
 	ASSERT_NE(NULL, q);
@@ -1759,10 +1759,32 @@ static int do_progress(struct job *j)
 }
 
 /*
+ * Whether the @n jobs of @j end within @ms.  Only for calls that must not
+ * wait at all: a bound that a correct call never comes near, not a timing.
+ */
+#define REFUSE_MS	(10 * 1000)
+static bool jobs_end_within(struct job **j, int n, unsigned int ms)
+{
+	__u64 end = now_ms() + ms;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		while (!job_done(j[i])) {
+			if (now_ms() >= end)
+				return false;
+			usleep(1000);
+		}
+	}
+	return true;
+}
+
+/*
  * The five balance calls from five threads at once, released by a barrier,
  * while another exclusive operation (@op_name, as sysfs names it) holds and
  * no balance exists: a start and a resume get the exclusive operation
- * error, pause, cancel and progress -ENOTCONN.  None of them waits.
+ * error, pause, cancel and progress -ENOTCONN.  None of them waits; the
+ * hold points are cleared before they are joined, so that one that waits
+ * fails instead of hanging the test.
  */
 static void expect_refused_beside(struct __test_metadata *_metadata,
 				  struct world *w, const char *op_name)
@@ -1799,6 +1821,11 @@ static void expect_refused_beside(struct __test_metadata *_metadata,
 	}
 	for (op = 0; op < NR_OPS; op++)
 		job_run(_metadata, j[op]);
+	EXPECT_TRUE(jobs_end_within(j, NR_OPS, REFUSE_MS))
+		TH_LOG("balance calls wait beside the %s instead of failing",
+		       op_name);
+	/* A call that waits for a held operation: let it go on. */
+	EXPECT_EQ(0, balance_hold_set(0));
 	for (op = 0; op < NR_OPS; op++)
 		job_join(j[op]);
 	pthread_barrier_destroy(&barrier);
@@ -1918,6 +1945,92 @@ TEST_F_TIMEOUT(devices, balance_calls_are_refused_while_a_device_remove_runs,
 	ASSERT_EQ(0, balance_v2(w->fd, &a));
 	expect_no_balance(_metadata, w);
 	verify_all(_metadata, w);
+}
+
+/* ---- 5. The block-group reclaim worker holds the exclusive operation ---- */
+
+FIXTURE(reclaim) {
+	struct world w;
+};
+
+FIXTURE_SETUP(reclaim)
+{
+	world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+		    MNT_FLAGS);
+}
+
+FIXTURE_TEARDOWN(reclaim)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+/* Write @val to /sys/fs/btrfs/<fsid>/@attr of @w. */
+static void fs_sysfs_write(struct __test_metadata *_metadata, struct world *w,
+			   const char *attr, const char *val)
+{
+	int fd = fs_sysfs_open(w->fd, attr, O_WRONLY);
+
+	ASSERT_LE(0, fd) TH_LOG("open %s: %s", attr, strerror(-fd));
+	ASSERT_EQ((ssize_t)strlen(val), write(fd, val, strlen(val)))
+		TH_LOG("write %s to %s: %s", val, attr, strerror(errno));
+	close(fd);
+}
+
+/*
+ * The reclaim worker (btrfs_reclaim_bgs_work()) takes the exclusive
+ * operation as a balance, without a balance: held there, before it looks at
+ * its block groups, it keeps it while the balance calls come, all at once.
+ * They are refused as beside any other exclusive operation, at once: a
+ * start or a resume must not wait for the worker, which may relocate for
+ * minutes.  To get the worker queued, the data block group of mkfs is
+ * filled to three quarters and half of it freed, across a reclaim threshold
+ * of half; BTRFS_IOC_SYNC commits the free and wakes the cleaner, which
+ * queues the worker.  Released, the worker relocates that block group, and
+ * then a balance starts and ends.
+ */
+TEST_F_TIMEOUT(reclaim, balance_calls_are_refused_while_the_reclaim_worker_runs,
+	       300)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	char path[PATH_SIZE];
+	__u64 end, bad = 0;
+
+	ASSERT_EQ(0, balance_hold_set(HOLD_RECLAIM));
+	fs_sysfs_write(_metadata, w, "allocation/data/bg_reclaim_threshold",
+		       "50");
+	ASSERT_EQ(0, write_pattern(w->env.mnt, 0, 3 * SZ_1M, SZ_1M,
+				   PATTERN_FSYNC));
+	ASSERT_EQ(0, write_pattern(w->env.mnt, 1, 3 * SZ_1M, SZ_1M,
+				   PATTERN_FSYNC));
+	ASSERT_EQ(0, ioctl(w->fd, BTRFS_IOC_SYNC, NULL));
+	pattern_path(path, w->env.mnt, 0);
+	ASSERT_EQ(0, unlink(path));
+	end = now_ms() + HANG_MS;
+	while (balance_hold_wait(HOLD_RECLAIM, 1000) == -ETIMEDOUT) {
+		ASSERT_EQ(0, ioctl(w->fd, BTRFS_IOC_SYNC, NULL));
+		ASSERT_GT(end, now_ms())
+			TH_LOG("the reclaim worker never ran");
+	}
+	expect_exclop(_metadata, w, "balance");
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &a));
+
+	expect_refused_beside(_metadata, w, "balance");
+
+	ASSERT_EQ(0, balance_hold_set(0));
+	data_request(&a);
+	end = now_ms() + HANG_MS;
+	/* The worker may still hold it: a caller that is told so retries. */
+	while (balance_v2(w->fd, &a) == EXCL_BUSY) {
+		ASSERT_GT(end, now_ms()) TH_LOG("the reclaim worker never ended");
+		usleep(10000);
+		data_request(&a);
+	}
+	EXPECT_EQ(a.stat.expected, a.stat.completed);
+	expect_no_balance(_metadata, w);
+	EXPECT_EQ(0, verify_pattern(w->env.mnt, 1, 3 * SZ_1M, &bad, SZ_1M,
+				    true))
+		TH_LOG("f01 differs at %llu", (unsigned long long)bad);
 }
 
 TEST_HARNESS_MAIN

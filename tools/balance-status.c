@@ -26,8 +26,9 @@
  *
  * The ABI of the balance ioctls is written out here (struct layouts and
  * numbers are facts of the kernel's uapi), so that the program builds
- * with the headers of any distribution.  A kernel without the dry run
- * refuses the request with EINVAL: the program says so, nothing ran.
+ * with the headers of any distribution.  The dry run is sent only to a
+ * kernel that has /sys/fs/btrfs/features/balance_dry_run: one without the
+ * flag may run the balance for real instead of refusing it.
  *
  * Exit status: 0, 1 on an error, 2 on bad usage.
  */
@@ -310,17 +311,25 @@ static void bar(char *buf, int width, uint64_t done, uint64_t total)
 	buf[2 + width] = '\0';
 }
 
+#define DRY_RUN_FEATURE	"/sys/fs/btrfs/features/balance_dry_run"
+
 static int dry_run(int fd, const char *mnt, struct bal_ioctl_args *a)
 {
 	uint64_t chunks = 0, bytes = 0;
 	char h[32];
 	int i;
 
+	if (access(DRY_RUN_FEATURE, F_OK)) {
+		fprintf(stderr,
+			"balance-status: this kernel has no balance dry run (%s: %s); nothing was sent\n",
+			DRY_RUN_FEATURE, strerror(errno));
+		return 1;
+	}
 	a->flags |= BALANCE_DRY_RUN;
 	if (ioctl(fd, IOC_BALANCE_V2, a) < 0) {
 		if (errno == EINVAL)
 			fprintf(stderr,
-				"balance-status: the kernel refused the dry run (EINVAL): it has no dry run, or the filters are invalid (see dmesg); nothing was started\n");
+				"balance-status: the kernel refused the dry run (EINVAL): the filters are invalid (see dmesg); nothing was started\n");
 		else
 			fprintf(stderr, "balance-status: dry run on %s: %s\n",
 				mnt, strerror(errno));
