@@ -2255,6 +2255,106 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 	EXPECT_EQ(0, syncfs(w->fd));
 }
 
+/* ---- A soft convert into the room of the target's chunks ---- */
+
+/* One device of 256 MiB, data single and metadata dup. */
+FIXTURE(soft_convert) {
+	struct world w;
+};
+
+FIXTURE_SETUP(soft_convert)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 1, .data = "single", .meta = "dup", .size = "256M",
+	};
+
+	world_setup(_metadata, &self->w, &spec);
+}
+
+FIXTURE_TEARDOWN(soft_convert)
+{
+	world_teardown(_metadata, &self->w);
+}
+
+/*
+ * What a soft convert stopped half way leaves: a dup data chunk with room,
+ * a full single data chunk, and a device without unallocated space (taken
+ * here by empty metadata chunks, made until the device refuses one).  The
+ * soft convert of the rest to dup fits in the room of the dup chunk, which
+ * it passes over: the space check must count that room, not only the
+ * unallocated space and what the single chunk frees (half of its copies),
+ * or it refuses with -ENOSPC a convert that upstream, which has no check,
+ * finishes.
+ */
+TEST_F_TIMEOUT(soft_convert, fits_in_the_room_of_the_target_chunks, 180)
+{
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	struct chunk_list l;
+	__u64 single_used = 0, bad = 0;
+	const struct chunk *top;
+	int i, fd, forced = 0;
+
+	/* 1 MiB extents: the 8 MiB data chunk of mkfs fills first. */
+	ASSERT_EQ(0, write_pattern(w->env.mnt, 0, 8 * SZ_1M, SZ_1M,
+				   PATTERN_DSYNC_EACH));
+	ASSERT_EQ(0, write_pattern(w->env.mnt, 1, 4 * SZ_1M, SZ_1M,
+				   PATTERN_DSYNC_EACH));
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(2, count_kind(&l, BG_DATA)) log_chunks(_metadata, &l);
+	top = &l.c[top_kind(&l, BG_DATA)];
+
+	/* The upper data chunk to dup: the dup chunk it makes has room. */
+	convert_request(&a, BTRFS_BALANCE_DATA, BTRFS_BLOCK_GROUP_DUP);
+	a.data.flags |= BTRFS_BALANCE_ARGS_VRANGE;
+	a.data.vstart = top->start;
+	a.data.vend = top->start + 1;
+	ASSERT_EQ(0, balance_v2(w->fd, &a));
+	ASSERT_EQ(1, a.stat.completed);
+
+	fd = fs_sysfs_open(w->fd, "allocation/metadata/force_chunk_alloc",
+			   O_WRONLY);
+	ASSERT_LE(0, fd);
+	while (forced < 64 && write(fd, "1", 1) == 1)
+		forced++;
+	close(fd);
+	ASSERT_GT(64, forced) TH_LOG("the device never filled up");
+
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	for (i = 0; i < l.n; i++) {
+		if (chunk_kind(&l.c[i]) != BG_DATA)
+			continue;
+		if (chunk_profile(l.c[i].type) == BTRFS_BLOCK_GROUP_DUP)
+			top = &l.c[i];
+		else
+			single_used += l.c[i].used;
+	}
+	ASSERT_EQ(BTRFS_BLOCK_GROUP_DUP, chunk_profile(top->type))
+		log_chunks(_metadata, &l);
+	ASSERT_EQ(8 * SZ_1M, single_used) log_chunks(_metadata, &l);
+	ASSERT_LE(single_used, top->length - top->used)
+		log_chunks(_metadata, &l);
+
+	convert_request(&a, BTRFS_BALANCE_DATA, BTRFS_BLOCK_GROUP_DUP);
+	a.data.flags |= BTRFS_BALANCE_ARGS_SOFT;
+	EXPECT_EQ(0, balance_v2(w->fd, &a))
+		TH_LOG("%llu single bytes, %llu free in the dup chunk",
+		       (unsigned long long)single_used,
+		       (unsigned long long)(top->length - top->used));
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	for (i = 0; i < l.n; i++)
+		if (chunk_kind(&l.c[i]) == BG_DATA)
+			EXPECT_EQ(BTRFS_BLOCK_GROUP_DUP,
+				  chunk_profile(l.c[i].type));
+	if (_metadata->exit_code)
+		log_chunks(_metadata, &l);
+	for (i = 0; i < 2; i++)
+		EXPECT_EQ(0, verify_pattern(w->env.mnt, i, (i ? 4 : 8) * SZ_1M,
+					    &bad, SZ_1M, true))
+			TH_LOG("f%02d differs at %llu", i,
+			       (unsigned long long)bad);
+}
+
 /* ---- Dry run: what a balance would relocate ---- */
 
 /*

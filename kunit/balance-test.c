@@ -2760,6 +2760,39 @@ static void scan_add_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, devs[2].freed, MIB(256));
 }
 
+/* The room a convert finds in the chunks of its target that it keeps. */
+static void scan_keep_test(struct kunit *test)
+{
+	struct btrfs_balance_scan scan = { 0 };
+	struct btrfs_balance_chunk dup = {
+		.length = MIB(32), .type = B_DATA | B_DUP, .used = MIB(4),
+	};
+	struct btrfs_balance_chunk full = {
+		.length = MIB(32), .type = B_DATA | B_DUP, .used = MIB(32),
+	};
+	struct btrfs_balance_chunk single = {
+		.length = MIB(8), .type = B_DATA, .used = MIB(1),
+	};
+	struct btrfs_balance_chunk meta = {
+		.length = MIB(32), .type = B_META | B_DUP, .used = MIB(1),
+	};
+	struct btrfs_balance_control bctl = { .flags = T_ALL };
+
+	bctl.data.flags = A_CONVERT | A_SOFT;
+	bctl.data.target = B_DUP;
+	bctl.meta.flags = A_USAGE;
+	bctl.meta.usage = 90;
+
+	balance_scan_keep(&scan, &bctl, &dup);
+	balance_scan_keep(&scan, &bctl, &full);
+	balance_scan_keep(&scan, &bctl, &single);
+	balance_scan_keep(&scan, &bctl, &meta);
+	/* Only the dup data chunk with room: metadata does not convert. */
+	KUNIT_EXPECT_EQ(test, scan.room[BTRFS_BALANCE_DATA_INDEX], MIB(28));
+	KUNIT_EXPECT_EQ(test, scan.room[BTRFS_BALANCE_META_INDEX], 0);
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_DATA_INDEX], 0);
+}
+
 struct space_case {
 	const char *name;
 	/* Extended convert targets, 0 when that type does not convert. */
@@ -2775,6 +2808,8 @@ struct space_case {
 	int expected;
 	/* In the reason, for -ENOSPC */
 	const char *why;
+	/* MiB free in the data chunks of the target that are kept */
+	u64 data_room;
 };
 
 static const struct space_case space_cases[] = {
@@ -2809,6 +2844,17 @@ static const struct space_case space_cases[] = {
 	  { 0, 0 }, { 0, 0 }, 2, 1000, 1000, 0, NULL },
 	{ "a convert with nothing to relocate", B_RAID1C4, 0,
 	  { 0, 0 }, { 0, 0 }, 2, 0, 0, 0, NULL },
+	/* A soft convert stopped half way, on a full device. */
+	{ "soft single to dup: the dup chunks hold it", B_DUP, 0,
+	  { 0 }, { 8 }, 1, 8, 0, 0, NULL, 28 },
+	{ "soft single to dup: the dup chunks hold half", B_DUP, 0,
+	  { 0 }, { 8 }, 1, 16, 0, -ENOSPC,
+	  "data to dup: it needs 8388608 bytes, the devices have room for 4194304",
+	  8 },
+	{ "soft single to dup: no room kept, as before", B_DUP, 0,
+	  { 0 }, { 8 }, 1, 8, 0, -ENOSPC,
+	  "data to dup: it needs 8388608 bytes, the devices have room for 4194304",
+	  0 },
 };
 
 static void space_case_desc(const struct space_case *p, char *desc)
@@ -2836,6 +2882,7 @@ static void check_space_test(struct kunit *test)
 		devs[i].freed = MIB(p->freed[i]);
 	}
 	scan.used[BTRFS_BALANCE_DATA_INDEX] = MIB(p->data_used);
+	scan.room[BTRFS_BALANCE_DATA_INDEX] = MIB(p->data_room);
 	scan.used[BTRFS_BALANCE_META_INDEX] = MIB(p->meta_used);
 	init_type_args(&bctl.data, p->data_target, RUNNING);
 	init_type_args(&bctl.meta, p->meta_target, RUNNING);
@@ -2853,6 +2900,7 @@ static struct kunit_case balance_space_cases[] = {
 	KUNIT_CASE(place_profile_takes_the_space_test),
 	KUNIT_CASE(place_profile_stripe_size_test),
 	KUNIT_CASE(scan_add_test),
+	KUNIT_CASE(scan_keep_test),
 	KUNIT_CASE_PARAM(check_space_test, space_gen_params),
 	{}
 };
