@@ -74,12 +74,7 @@ static const struct valid_case valid_cases[] = {
 	{ "extended: stray bit 63", BIT_ULL(63), 1, 0 },
 };
 
-static void valid_case_desc(const struct valid_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(valid, valid_cases, valid_case_desc);
+KUNIT_ARRAY_PARAM_DESC(valid, valid_cases, name);
 
 static void profile_is_valid_test(struct kunit *test)
 {
@@ -261,12 +256,7 @@ static const struct profile_case restripe_cases[] = {
 	  0, B_RAID1C3, B_RAID1, B_SYS, 0, B_SYS | B_RAID1 },
 };
 
-static void profile_case_desc(const struct profile_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(restripe, restripe_cases, profile_case_desc);
+KUNIT_ARRAY_PARAM_DESC(restripe, restripe_cases, name);
 
 static void restripe_target_test(struct kunit *test)
 {
@@ -352,7 +342,7 @@ static const struct profile_case alloc_cases[] = {
 	  B_DATA | B_RAID1C3 },
 };
 
-KUNIT_ARRAY_PARAM(alloc, alloc_cases, profile_case_desc);
+KUNIT_ARRAY_PARAM_DESC(alloc, alloc_cases, name);
 
 static void reduce_alloc_profile_test(struct kunit *test)
 {
@@ -394,12 +384,7 @@ static const struct room_case room_cases[] = {
 	  3, true },
 };
 
-static void room_case_desc(const struct room_case *r, char *desc)
-{
-	strscpy(desc, r->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(room, room_cases, room_case_desc);
+KUNIT_ARRAY_PARAM_DESC(room, room_cases, name);
 
 static void room_too_little_test(struct kunit *test)
 {
@@ -444,11 +429,6 @@ struct filter_case {
 	struct btrfs_balance_stripe stripes[4];
 	bool pass;
 };
-
-static void filter_case_desc(const struct filter_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
 
 static void init_chunk(struct btrfs_balance_chunk *chunk,
 		       const struct filter_case *p,
@@ -504,7 +484,7 @@ static const struct filter_case profiles_cases[] = {
 	PROFILES_CASE("a type bit is not a profile", B_META, B_META, false),
 };
 
-KUNIT_ARRAY_PARAM(profiles, profiles_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(profiles, profiles_cases, name);
 
 static void profiles_filter_test(struct kunit *test)
 {
@@ -541,7 +521,7 @@ static const struct filter_case usage_cases[] = {
 		   536870912, true),
 };
 
-KUNIT_ARRAY_PARAM(usage, usage_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(usage, usage_cases, name);
 
 static void usage_filter_test(struct kunit *test)
 {
@@ -605,7 +585,7 @@ static const struct filter_case usage_range_cases[] = {
 	RANGE_CASE("70..30: inverted range", 70, 30, 536870912, false),
 };
 
-KUNIT_ARRAY_PARAM(usage_range, usage_range_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(usage_range, usage_range_cases, name);
 
 static void usage_range_filter_test(struct kunit *test)
 {
@@ -634,7 +614,7 @@ static const struct filter_case devid_cases[] = {
 		   RAID10_ON_1_TO_4),
 };
 
-KUNIT_ARRAY_PARAM(devid, devid_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(devid, devid_cases, name);
 
 static void devid_filter_test(struct kunit *test)
 {
@@ -734,7 +714,7 @@ static const struct filter_case drange_cases[] = {
 		    U64_MAX, false, RAID1_ONE_STRIPE),
 };
 
-KUNIT_ARRAY_PARAM(drange, drange_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(drange, drange_cases, name);
 
 static void drange_filter_test(struct kunit *test)
 {
@@ -760,7 +740,7 @@ static const struct filter_case vrange_cases[] = {
 	VRANGE_CASE("whole address space", 0, U64_MAX, true),
 };
 
-KUNIT_ARRAY_PARAM(vrange, vrange_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(vrange, vrange_cases, name);
 
 static void vrange_filter_test(struct kunit *test)
 {
@@ -784,7 +764,7 @@ static const struct filter_case stripes_cases[] = {
 	STRIPES_CASE("4..2: inverted", 4, 2, false),
 };
 
-KUNIT_ARRAY_PARAM(stripes, stripes_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(stripes, stripes_cases, name);
 
 static void stripes_filter_test(struct kunit *test)
 {
@@ -813,7 +793,7 @@ static const struct filter_case soft_cases[] = {
 		  B_SYS | B_DUP, false),
 };
 
-KUNIT_ARRAY_PARAM(soft, soft_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(soft, soft_cases, name);
 
 static void soft_filter_test(struct kunit *test)
 {
@@ -900,7 +880,7 @@ static const struct filter_case combo_cases[] = {
 	      .target = B_RAID10),
 };
 
-KUNIT_ARRAY_PARAM(combo, combo_cases, filter_case_desc);
+KUNIT_ARRAY_PARAM_DESC(combo, combo_cases, name);
 
 static void should_balance_chunk_test(struct kunit *test)
 {
@@ -943,12 +923,7 @@ static const struct chunk_args_case chunk_args_cases[] = {
 	  BTRFS_BALANCE_FORCE | BTRFS_BALANCE_RESUME, B_DATA, NO_ARGS },
 };
 
-static void chunk_args_case_desc(const struct chunk_args_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(chunk_args, chunk_args_cases, chunk_args_case_desc);
+KUNIT_ARRAY_PARAM_DESC(chunk_args, chunk_args_cases, name);
 
 static void args_of_the_chunk_type_apply_test(struct kunit *test)
 {
@@ -1025,11 +1000,6 @@ struct walk_case {
 	enum btrfs_balance_action counting[MAX_WALK];
 	enum btrfs_balance_action relocating[MAX_WALK];
 };
-
-static void walk_case_desc(const struct walk_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
 
 /*
  * One pass over chunks of @types, highest logical address first, all of
@@ -1198,7 +1168,7 @@ static const struct walk_case walk_cases[] = {
 	  { SKIP, RELOCATE, SKIP, SKIP, RELOCATE } },
 };
 
-KUNIT_ARRAY_PARAM(walk, walk_cases, walk_case_desc);
+KUNIT_ARRAY_PARAM_DESC(walk, walk_cases, name);
 
 /* The same limit twice: each walk starts counting from zero... */
 static void limit_counts_per_walk_test(struct kunit *test)
@@ -1323,11 +1293,6 @@ struct request_case {
 	const char *not_why;
 };
 
-static void request_case_desc(const struct request_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
 #define FS(_n, _data, _meta, _sys)					\
 	{ .rw_devices = _n, .avail_data_alloc_bits = _data,		\
 	  .avail_metadata_alloc_bits = _meta,				\
@@ -1373,7 +1338,7 @@ static const struct request_case redundancy_cases[] = {
 	    .meta = { .flags = A_USAGE, .target = B_SINGLE }),
 };
 
-KUNIT_ARRAY_PARAM(redundancy, redundancy_cases, request_case_desc);
+KUNIT_ARRAY_PARAM_DESC(redundancy, redundancy_cases, name);
 
 static void reduces_redundancy_test(struct kunit *test)
 {
@@ -1625,7 +1590,7 @@ static const struct request_case request_cases[] = {
 	      FULL_FS(2, 2), META_TO(B_SINGLE)),
 };
 
-KUNIT_ARRAY_PARAM(request, request_cases, request_case_desc);
+KUNIT_ARRAY_PARAM_DESC(request, request_cases, name);
 
 static void check_request_test(struct kunit *test)
 {
@@ -1692,12 +1657,7 @@ static const struct resume_case resume_cases[] = {
 	  { .flags = A_USAGE_RANGE, .usage_min = 10, .usage_max = 20 } },
 };
 
-static void resume_case_desc(const struct resume_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(resume, resume_cases, resume_case_desc);
+KUNIT_ARRAY_PARAM_DESC(resume, resume_cases, name);
 
 static void update_balance_args_test(struct kunit *test)
 {
@@ -1755,13 +1715,7 @@ static const struct resume_args_case resume_args_cases[] = {
 	{ "usage=95, bound: unchanged", SZ_1G, USAGE_OF(95), USAGE_OF(95) },
 };
 
-static void resume_args_case_desc(const struct resume_args_case *p,
-				  char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(resume_args, resume_args_cases, resume_args_case_desc);
+KUNIT_ARRAY_PARAM_DESC(resume_args, resume_args_cases, name);
 
 static void resume_args_test(struct kunit *test)
 {
@@ -1920,12 +1874,7 @@ static const struct walk_first_case walk_first_cases[] = {
 	  BTRFS_BALANCE_ARGS_CONVERT, U64_MAX },
 };
 
-static void walk_first_case_desc(const struct walk_first_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(walk_first, walk_first_cases, walk_first_case_desc);
+KUNIT_ARRAY_PARAM_DESC(walk_first, walk_first_cases, name);
 
 static void walk_first_test(struct kunit *test)
 {
@@ -1975,13 +1924,7 @@ static const struct chunk_is_work_case chunk_is_work_cases[] = {
 	  BTRFS_BLOCK_GROUP_SYSTEM | BTRFS_BLOCK_GROUP_DUP, false },
 };
 
-static void chunk_is_work_case_desc(const struct chunk_is_work_case *p,
-				    char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(chunk_is_work, chunk_is_work_cases, chunk_is_work_case_desc);
+KUNIT_ARRAY_PARAM_DESC(chunk_is_work, chunk_is_work_cases, name);
 
 static void chunk_is_work_test(struct kunit *test)
 {
@@ -2173,14 +2116,7 @@ static const struct item_progress_case item_progress_cases[] = {
 	  { { .chunks_done = U64_MAX }, { .chunks_done = 2 } }, 1, false },
 };
 
-static void item_progress_case_desc(const struct item_progress_case *p,
-				    char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(item_progress, item_progress_cases,
-		  item_progress_case_desc);
+KUNIT_ARRAY_PARAM_DESC(item_progress, item_progress_cases, name);
 
 static void item_progress_valid_test(struct kunit *test)
 {
@@ -2270,12 +2206,7 @@ static const struct run_time_case run_time_cases[] = {
 	  NSEC_PER_SEC, 3 * NSEC_PER_SEC, U64_MAX },
 };
 
-static void run_time_case_desc(const struct run_time_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(run_time, run_time_cases, run_time_case_desc);
+KUNIT_ARRAY_PARAM_DESC(run_time, run_time_cases, name);
 
 static void run_time_test(struct kunit *test)
 {
@@ -2356,11 +2287,6 @@ struct describe_case {
 	const char *text;
 };
 
-static void describe_case_desc(const struct describe_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
 #define DESCRIBE(_name, _text, ...)					\
 	{ .name = _name, .text = _text, .size = 1024,			\
 	  .bctl = { __VA_ARGS__ } }
@@ -2428,7 +2354,7 @@ static const struct describe_case describe_cases[] = {
 				       .target = B_RAID1, .usage = 50 }),
 };
 
-KUNIT_ARRAY_PARAM(describe, describe_cases, describe_case_desc);
+KUNIT_ARRAY_PARAM_DESC(describe, describe_cases, name);
 
 static void describe_test(struct kunit *test)
 {
@@ -2476,12 +2402,7 @@ static const struct outcome_case outcome_cases[] = {
 	{ "I/O error", -EIO, false, true, BTRFS_BALANCE_ENDED },
 };
 
-static void outcome_case_desc(const struct outcome_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(outcome, outcome_cases, outcome_case_desc);
+KUNIT_ARRAY_PARAM_DESC(outcome, outcome_cases, name);
 
 static void run_outcome_test(struct kunit *test)
 {
@@ -2514,12 +2435,7 @@ static const struct unselected_case unselected_cases[] = {
 	{ "nothing selected", 0, false, false, false },
 };
 
-static void unselected_case_desc(const struct unselected_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(unselected, unselected_cases, unselected_case_desc);
+KUNIT_ARRAY_PARAM_DESC(unselected, unselected_cases, name);
 
 static void unselected_args_are_cleared_test(struct kunit *test)
 {
@@ -2561,31 +2477,12 @@ static void unselected_convert_is_not_checked_test(struct kunit *test)
 			    0, "why: %s", why);
 }
 
+/* What a request may ask, and how it is logged. */
 static struct kunit_case balance_requests_cases[] = {
 	KUNIT_CASE_PARAM(reduces_redundancy_test, redundancy_gen_params),
 	KUNIT_CASE_PARAM(check_request_test, request_gen_params),
 	KUNIT_CASE(check_request_why_is_bounded_test),
-	KUNIT_CASE_PARAM(update_balance_args_test, resume_gen_params),
-	KUNIT_CASE(update_balance_args_per_type_test),
-	KUNIT_CASE_PARAM(resume_args_test, resume_args_gen_params),
-	KUNIT_CASE(args_to_disk_test),
-	KUNIT_CASE(args_to_cpu_test),
-	KUNIT_CASE(balance_item_layout_test),
-	KUNIT_CASE(ioctl_args_layout_test),
-	KUNIT_CASE(scan_to_args_test),
-	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
-	KUNIT_CASE_PARAM(chunk_is_work_test, chunk_is_work_gen_params),
-	KUNIT_CASE(stat_restart_test),
-	KUNIT_CASE(types_restart_test),
-	KUNIT_CASE(progress_per_type_test),
-	KUNIT_CASE(progress_chunk_grew_test),
-	KUNIT_CASE(progress_to_args_test),
-	KUNIT_CASE_PARAM(item_progress_valid_test, item_progress_gen_params),
-	KUNIT_CASE_PARAM(run_time_test, run_time_gen_params),
-	KUNIT_CASE(progress_format_test),
-	KUNIT_CASE(progress_format_none_test),
 	KUNIT_CASE_PARAM(describe_test, describe_gen_params),
-	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),
 	KUNIT_CASE_PARAM(unselected_args_are_cleared_test,
 			 unselected_gen_params),
 	KUNIT_CASE(unselected_convert_is_not_checked_test),
@@ -2595,6 +2492,46 @@ static struct kunit_case balance_requests_cases[] = {
 static struct kunit_suite balance_requests_suite = {
 	.name = "btrfs_balance_requests",
 	.test_cases = balance_requests_cases,
+};
+
+/* The balance item, and what a resume walks with it. */
+static struct kunit_case balance_resume_cases[] = {
+	KUNIT_CASE_PARAM(update_balance_args_test, resume_gen_params),
+	KUNIT_CASE(update_balance_args_per_type_test),
+	KUNIT_CASE_PARAM(resume_args_test, resume_args_gen_params),
+	KUNIT_CASE(args_to_disk_test),
+	KUNIT_CASE(args_to_cpu_test),
+	KUNIT_CASE(balance_item_layout_test),
+	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
+	KUNIT_CASE_PARAM(chunk_is_work_test, chunk_is_work_gen_params),
+	KUNIT_CASE(stat_restart_test),
+	KUNIT_CASE(types_restart_test),
+	KUNIT_CASE_PARAM(item_progress_valid_test, item_progress_gen_params),
+	{}
+};
+
+static struct kunit_suite balance_resume_suite = {
+	.name = "btrfs_balance_resume",
+	.test_cases = balance_resume_cases,
+};
+
+/* The progress of a balance, in the ioctl and in sysfs. */
+static struct kunit_case balance_progress_cases[] = {
+	KUNIT_CASE(ioctl_args_layout_test),
+	KUNIT_CASE(scan_to_args_test),
+	KUNIT_CASE(progress_per_type_test),
+	KUNIT_CASE(progress_chunk_grew_test),
+	KUNIT_CASE(progress_to_args_test),
+	KUNIT_CASE_PARAM(run_time_test, run_time_gen_params),
+	KUNIT_CASE(progress_format_test),
+	KUNIT_CASE(progress_format_none_test),
+	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),
+	{}
+};
+
+static struct kunit_suite balance_progress_suite = {
+	.name = "btrfs_balance_progress",
+	.test_cases = balance_progress_cases,
 };
 
 /* Placing a profile on devices, and the space check of a convert. */
@@ -2674,12 +2611,7 @@ static const struct place_case place_cases[] = {
 	  1, 1 },
 };
 
-static void place_case_desc(const struct place_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(place, place_cases, place_case_desc);
+KUNIT_ARRAY_PARAM_DESC(place, place_cases, name);
 
 static void place_profile_test(struct kunit *test)
 {
@@ -2857,12 +2789,7 @@ static const struct space_case space_cases[] = {
 	  0 },
 };
 
-static void space_case_desc(const struct space_case *p, char *desc)
-{
-	strscpy(desc, p->name, KUNIT_PARAM_DESC_SIZE);
-}
-
-KUNIT_ARRAY_PARAM(space, space_cases, space_case_desc);
+KUNIT_ARRAY_PARAM_DESC(space, space_cases, name);
 
 static void check_space_test(struct kunit *test)
 {
@@ -2911,4 +2838,5 @@ static struct kunit_suite balance_space_suite = {
 };
 
 kunit_test_suites(&balance_profiles_suite, &balance_filters_suite,
-		  &balance_requests_suite, &balance_space_suite);
+		  &balance_requests_suite, &balance_resume_suite,
+		  &balance_progress_suite, &balance_space_suite);
