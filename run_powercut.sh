@@ -88,11 +88,11 @@ boot() {
 
 vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # BOOT_DIR KEY
 
-# relocation_problems RUN_DIR NBOOTS MODE: from the consoles of the boots,
+# relocation_problems RUN_DIR NBOOTS: from the consoles of the boots,
 # in order, what breaks "each chunk relocated once, nothing else": a chunk
-# at or above the bound (a copy; but for a convert, one without the target
-# profile is fine: allocated while the balance started), or a chunk
-# relocated twice in one boot.  A chunk relocated again after a cut is one
+# at or above the bound (a copy, or a chunk made after the start, which a
+# convert made in its target profile), or a chunk relocated twice in one
+# boot.  A chunk relocated again after a cut is one
 # whose removal had not committed (a committed one is gone, and the verify
 # boot checks that the item counts exactly those): counted as redone.
 # Prints "relocations: A,B,C, R redone" (per boot) last.
@@ -103,7 +103,7 @@ relocation_problems() {
 	# balance item's, which the writer may have moved up, or the one of a
 	# balance started anew after a cut that came before its item).
 	bound=$(cat "${files[@]}" | sed -n 's/^# powercut: bound \([0-9]*\).*/\1/p' | sort -n | tail -n1)
-	awk -v reloc="$RELOC" -v mode="$3" -v bound="${bound:-0}" '
+	awk -v reloc="$RELOC" -v bound="${bound:-0}" '
 		FNR == 1 { boot++; n[boot] = 0; dump = 0 }
 		# The kernel log the guest prints at its end repeats the lines.
 		/=== DMESG BEGIN ===/ { dump = 1 }
@@ -113,9 +113,9 @@ relocation_problems() {
 			s = substr($0, RSTART + length(reloc)); sub(/ .*/, "", s)
 			flags = $0; sub(/.* flags /, "", flags)
 			s += 0; bound += 0
-			# A convert takes the chunks above the bound that lack its
-			# target (raid1 for every type): allocated while it started.
-			if (bound == 0 || (s >= bound && (mode != "convert" || flags ~ /raid1/)))
+			# Every chunk at or above the bound is a copy or was made
+			# after the start, converts included (patches 28-29).
+			if (bound == 0 || s >= bound)
 				print "boot " boot ": relocated " s " (" flags "), at or above the bound " bound
 			if ((boot, s) in seen)
 				print "boot " boot ": relocated " s " twice"
@@ -197,7 +197,7 @@ run_one() {
 			problems+=("the verify boot printed fewer than 11 results")
 		[ -z "$(scan_dmesg "$b/dmesg.log")" ] ||
 			problems+=("verify boot: the kernel log has a splat ($b/dmesg.log)")
-		mapfile -t probs < <(relocation_problems "$dir" "$nboots" "$mode")
+		mapfile -t probs < <(relocation_problems "$dir" "$nboots")
 		relocs=${probs[-1]}
 		unset 'probs[-1]'
 		problems+=("${probs[@]}")

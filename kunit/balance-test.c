@@ -1853,13 +1853,14 @@ static void scan_to_args_test(struct kunit *test)
 }
 
 /*
- * Where the walks of a balance start, below its bound if it has one, from
- * the top for a convert.
+ * Where the walks of a balance start: below its bound if it has one, for a
+ * convert too, as the chunks made at or above the bound have the target
+ * profile of the convert.
  */
 struct walk_first_case {
 	const char *name;
 	u64 bound;
-	u64 meta_flags;
+	u64 data_flags;
 	u64 first;
 };
 
@@ -1870,7 +1871,9 @@ static const struct walk_first_case walk_first_cases[] = {
 	{ "bound at the top of the address space", U64_MAX, 0, U64_MAX - 1 },
 	{ "filters but no convert: below the bound", SZ_2G,
 	  BTRFS_BALANCE_ARGS_USAGE | BTRFS_BALANCE_ARGS_SOFT, SZ_2G - 1 },
-	{ "a convert of one type: from the top", SZ_2G,
+	{ "a convert: below the bound, a target chunk at it is not work",
+	  SZ_2G, BTRFS_BALANCE_ARGS_CONVERT, SZ_2G - 1 },
+	{ "a convert of an older item: from the top", 0,
 	  BTRFS_BALANCE_ARGS_CONVERT, U64_MAX },
 };
 
@@ -1880,68 +1883,13 @@ static void walk_first_test(struct kunit *test)
 {
 	const struct walk_first_case *p = test->param_value;
 	const struct btrfs_balance_control bctl = {
-		.flags = BTRFS_BALANCE_METADATA | BTRFS_BALANCE_SYSTEM,
+		.flags = BTRFS_BALANCE_DATA,
 		.bound = p->bound,
-		.meta.flags = p->meta_flags,
-		.meta.target = BTRFS_BLOCK_GROUP_RAID1,
+		.data.flags = p->data_flags,
+		.data.target = BTRFS_BLOCK_GROUP_RAID1,
 	};
 
 	KUNIT_EXPECT_EQ(test, balance_walk_first(&bctl), p->first);
-}
-
-/*
- * Which chunks a walk works on: those below the bound, and above it, for a
- * convert, those without the target profile (allocated before the
- * allocator knew the target).  The balance converts data to raid1 and
- * balances metadata without a filter; system is not selected.
- */
-struct chunk_is_work_case {
-	const char *name;
-	u64 bound;
-	u64 start;
-	u64 type;
-	bool work;
-};
-
-static const struct chunk_is_work_case chunk_is_work_cases[] = {
-	{ "no bound (older item): every chunk", 0, SZ_4G,
-	  BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP, true },
-	{ "just below the bound", SZ_2G, SZ_2G - SZ_1G,
-	  BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP, true },
-	{ "below the bound, target profile already", SZ_2G, 0,
-	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID1, true },
-	{ "at the bound, data single: not converted yet", SZ_2G, SZ_2G,
-	  BTRFS_BLOCK_GROUP_DATA, true },
-	{ "above the bound, data raid0: not converted yet", SZ_2G, SZ_4G,
-	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID0, true },
-	{ "above the bound, data raid1: a copy", SZ_2G, SZ_4G,
-	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID1, false },
-	{ "above the bound, mixed single: data args convert", SZ_2G, SZ_4G,
-	  BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_METADATA, true },
-	{ "above the bound, metadata dup: no convert", SZ_2G, SZ_4G,
-	  BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP, false },
-	{ "above the bound, system dup: not selected", SZ_2G, SZ_4G,
-	  BTRFS_BLOCK_GROUP_SYSTEM | BTRFS_BLOCK_GROUP_DUP, false },
-};
-
-KUNIT_ARRAY_PARAM_DESC(chunk_is_work, chunk_is_work_cases, name);
-
-static void chunk_is_work_test(struct kunit *test)
-{
-	const struct chunk_is_work_case *p = test->param_value;
-	const struct btrfs_balance_control bctl = {
-		.flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA,
-		.bound = p->bound,
-		.data.flags = BTRFS_BALANCE_ARGS_CONVERT,
-		.data.target = BTRFS_BLOCK_GROUP_RAID1,
-	};
-	const struct btrfs_balance_chunk chunk = {
-		.start = p->start,
-		.length = SZ_1G,
-		.type = p->type,
-	};
-
-	KUNIT_EXPECT_EQ(test, balance_chunk_is_work(&bctl, &chunk), p->work);
 }
 
 /*
@@ -2503,7 +2451,6 @@ static struct kunit_case balance_resume_cases[] = {
 	KUNIT_CASE(args_to_cpu_test),
 	KUNIT_CASE(balance_item_layout_test),
 	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
-	KUNIT_CASE_PARAM(chunk_is_work_test, chunk_is_work_gen_params),
 	KUNIT_CASE(stat_restart_test),
 	KUNIT_CASE(types_restart_test),
 	KUNIT_CASE_PARAM(item_progress_valid_test, item_progress_gen_params),
