@@ -3,7 +3,9 @@
  * The btrfs balance under concurrency: pause, cancel, resume and progress
  * issued from several threads while a balance runs beside writers and
  * readers; a remount read-only and back during a paused balance; an unmount
- * during a running balance; a device add or remove racing a balance start.
+ * during a running balance; a device add or remove racing a balance start;
+ * converts back and forth while writers make the filesystem allocate data
+ * chunks, some of them as a convert starts.
  *
  * Each call's result must be one the documentation lists for its kind in
  * the state the call could have met (docs/reliability.md, "Concurrency",
@@ -21,9 +23,10 @@
  * with the hold points (/sys/fs/btrfs/debug/balance_hold), a userfaultfd
  * page or a barrier, and every wait ends on an event, with a timeout that
  * only a hang reaches.  Where the interleaving is left to the scheduler
- * (the random phase of the first test, the barrier races of the last one),
- * every outcome the documentation allows is accepted and checked for what
- * it implies; which ones were met is logged.
+ * (the random phase of the first test, the barrier races of the device
+ * tests, the start of the converts under writers), every outcome the
+ * documentation allows is accepted and checked for what it implies; which
+ * ones were met is logged.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -2031,6 +2034,406 @@ TEST_F_TIMEOUT(reclaim, balance_calls_are_refused_while_the_reclaim_worker_runs,
 	EXPECT_EQ(0, verify_pattern(w->env.mnt, 1, 3 * SZ_1M, &bad, SZ_1M,
 				    true))
 		TH_LOG("f01 differs at %llu", (unsigned long long)bad);
+}
+
+/* ---- 6. A convert while writers allocate data chunks ---- */
+
+/*
+ * Writers that make the filesystem allocate data chunks all the time: each
+ * preallocates a piece of 1/CHURN_PIECE_DIV of a data chunk into a file and
+ * deletes it at once, and commits every CHURN_COMMIT_EVERY pieces
+ * (BTRFS_IOC_SYNC, which also wakes the cleaner).  Between two commits the
+ * pieces of the two writers take a chunk and a quarter of space, which the
+ * deleted pieces only give back at the commit: more than the one chunk of a
+ * profile that the cleaner never deletes.  Then the cleaner deletes the
+ * others, emptied, and the next pieces need a new one.  Nothing stays: the
+ * chunks a convert relocates hold at most the pieces of the moment, and the
+ * writers never need more than about two chunks.
+ */
+#define CHURN_WRITERS		2
+#define CHURN_PIECE_DIV		8
+#define CHURN_COMMIT_EVERY	5
+#define CHURN_PIECES		1000000	/* then a writer stops */
+
+struct churn;
+
+struct churn_writer {
+	struct churn *c;
+	int id;
+	pthread_t tid;
+	bool started;
+	unsigned long pieces;	/* made and deleted, or refused for room */
+	unsigned long commits;
+	unsigned long enospc;	/* pieces refused for room */
+	bool done;		/* it stopped, by the flag or the count */
+};
+
+struct churn {
+	int fd;			/* the mount point */
+	char mnt[PATH_MAX - 64];
+	__u64 piece;
+	bool stop;
+	struct churn_writer th[CHURN_WRITERS];
+	pthread_mutex_t lock;
+	int errors;
+	char error[256];
+};
+
+static void churn_error(struct churn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->errors++) {
+		va_start(ap, fmt);
+		vsnprintf(c->error, sizeof(c->error), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * A piece the allocator has no room for at the moment (the space of the
+ * deleted pieces comes back at the next commit, and a convert holds some
+ * of it read-only) is counted and skipped: the next commit comes at once.
+ */
+static void *churn_thread(void *p)
+{
+	struct churn_writer *t = p;
+	struct churn *c = t->c;
+	char path[PATH_SIZE];
+	unsigned long n;
+	bool commit;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/churn%d", c->mnt, t->id);
+	for (n = 0; n < CHURN_PIECES &&
+	     !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE); n++) {
+		commit = !((n + 1) % CHURN_COMMIT_EVERY);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0) {
+			churn_error(c, "writer %d: create %s: %s", t->id, path,
+				    strerror(errno));
+			break;
+		}
+		if (fallocate(fd, 0, 0, c->piece)) {
+			if (errno != ENOSPC) {
+				churn_error(c, "writer %d: fallocate %llu bytes: %s",
+					    t->id, (unsigned long long)c->piece,
+					    strerror(errno));
+				close(fd);
+				break;
+			}
+			__atomic_add_fetch(&t->enospc, 1, __ATOMIC_RELAXED);
+			commit = true;
+		}
+		close(fd);
+		if (unlink(path)) {
+			churn_error(c, "writer %d: unlink %s: %s", t->id, path,
+				    strerror(errno));
+			break;
+		}
+		if (commit) {
+			if (ioctl(c->fd, BTRFS_IOC_SYNC, NULL)) {
+				churn_error(c, "writer %d: BTRFS_IOC_SYNC: %s",
+					    t->id, strerror(errno));
+				break;
+			}
+			__atomic_add_fetch(&t->commits, 1, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&t->pieces, n + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&t->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void churn_start(struct __test_metadata *_metadata, struct churn *c,
+			struct world *w, __u64 piece)
+{
+	int i;
+
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	c->fd = w->fd;
+	c->piece = piece;
+	ASSERT_GT(sizeof(c->mnt), strlen(w->env.mnt));
+	memcpy(c->mnt, w->env.mnt, strlen(w->env.mnt) + 1);
+	for (i = 0; i < CHURN_WRITERS; i++) {
+		c->th[i].c = c;
+		c->th[i].id = i;
+		ASSERT_EQ(0, pthread_create(&c->th[i].tid, NULL, churn_thread,
+					    &c->th[i]));
+		c->th[i].started = true;
+	}
+}
+
+/* Stop the writers; the number of errors they met. */
+static int churn_stop(struct churn *c)
+{
+	int i;
+
+	__atomic_store_n(&c->stop, true, __ATOMIC_RELEASE);
+	for (i = 0; i < CHURN_WRITERS; i++) {
+		if (c->th[i].started)
+			pthread_join(c->th[i].tid, NULL);
+		c->th[i].started = false;
+	}
+	return c->errors;
+}
+
+/*
+ * Wait until each writer has made @more pieces after @since (its counts
+ * then, updated to the new ones): the writers run when what comes next
+ * starts.  A writer that stopped at its CHURN_PIECES is left out.
+ */
+static void churn_wait(struct __test_metadata *_metadata, struct churn *c,
+		       unsigned long since[CHURN_WRITERS], unsigned long more)
+{
+	__u64 end = now_ms() + HANG_MS;
+	unsigned long n;
+	bool ready;
+	int k;
+
+	do {
+		ASSERT_EQ(0, c->errors) TH_LOG("writers: %s", c->error);
+		ASSERT_GT(end, now_ms()) TH_LOG("the writers do not progress");
+		ready = true;
+		for (k = 0; k < CHURN_WRITERS; k++) {
+			n = __atomic_load_n(&c->th[k].pieces, __ATOMIC_ACQUIRE);
+			ready = ready && (n >= since[k] + more ||
+					  __atomic_load_n(&c->th[k].done,
+							  __ATOMIC_ACQUIRE));
+		}
+		if (!ready)
+			usleep(1000);
+	} while (!ready);
+	for (k = 0; k < CHURN_WRITERS; k++)
+		since[k] = __atomic_load_n(&c->th[k].pieces, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The relocations logged in @text ("relocating block group <start> flags
+ * <type>[|<profile>]"): how many, into *@all, and how many of them were of
+ * data chunks of profile @old that start at or above @from, into *@late:
+ * with @from the end of the chunks there were just before the convert,
+ * chunks of the old profile allocated as it started, which it found.
+ */
+static void count_relocations(const char *text, __u64 from, __u64 old,
+			      int *all, int *late)
+{
+	const char *needle = "relocating block group ";
+	const char *p, *flags;
+	char name[32];
+	__u64 start;
+	char *end;
+	size_t len;
+
+	*all = *late = 0;
+	for (p = text; p && (p = strstr(p, needle)); p = end) {
+		start = strtoull(p + strlen(needle), &end, 10);
+		if (strncmp(end, " flags ", 7))
+			continue;
+		(*all)++;
+		flags = end + 7;
+		len = strcspn(flags, "\n");
+		if (len < 4 || strncmp(flags, "data", 4) || start < from)
+			continue;
+		/* "data" alone is single, else "data|<profile>". */
+		if (len == 4)
+			snprintf(name, sizeof(name), "single");
+		else
+			snprintf(name, sizeof(name), "%.*s", (int)(len - 5),
+				 flags + 5);
+		*late += !strcmp(name, profile_name(old));
+	}
+}
+
+/*
+ * The chunk items, with the usage of the block groups that have one: while
+ * the writers run, a chunk may be in the tree without its block group item
+ * (being made or deleted), which read_chunks() takes for an error.
+ */
+static int read_chunks_racing(int fd, struct chunk_list *l)
+{
+	struct btrfs_ioctl_search_key sk;
+	int i, ret;
+
+	l->n = 0;
+	search_key_exact(&sk, BTRFS_CHUNK_TREE_OBJECTID,
+			 BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY,
+			 0, (__u64)-1);
+	ret = tree_search(fd, &sk, chunk_item_cb, l);
+	for (i = 0; i < l->n && !ret; i++) {
+		ret = chunk_used(fd, &l->c[i]);
+		if (ret == -ENOENT)
+			ret = 0;
+	}
+	return ret;
+}
+
+static void log_chunks(struct __test_metadata *_metadata,
+		       const struct chunk_list *l)
+{
+	char desc[128];
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		TH_LOG("  %s", chunk_desc(&l->c[i], desc, sizeof(desc)));
+}
+
+FIXTURE(convert_setup) {
+	struct world w;
+	struct churn churn;
+};
+
+FIXTURE_SETUP(convert_setup)
+{
+	world_setup(_metadata, &self->w, 3, 3, "single", "raid1", NULL,
+		    MNT_FLAGS);
+}
+
+FIXTURE_TEARDOWN(convert_setup)
+{
+	churn_stop(&self->churn);
+	world_teardown(_metadata, &self->w);
+}
+
+/* Rounds, a convert each way: restriper.convert_rounds=N to change it. */
+#define CONVERT_ROUNDS	20
+
+/*
+ * Data converted single -> raid1 -> single, CONVERT_ROUNDS times each way,
+ * on 3 devices, while two writers make the filesystem allocate data chunks
+ * all the time, so that some are allocated while a convert is being set
+ * up: between the moment the balance takes its bound and the moment the
+ * allocator sees the convert's target, a new chunk still gets the old
+ * profile.  After each convert that returns 0, no data chunk of the old
+ * profile may be left in the chunk tree.  A convert may end with -ENOSPC
+ * when the writers hold the room its relocation needs at that moment
+ * (btrfs_inc_block_group_ro()): such a convert is counted and not checked,
+ * and each way at least one convert must return 0; any other error fails.
+ * Whether a chunk falls into that window is up to the scheduler: a kernel
+ * that handles it passes whatever the interleaving, and one that does not
+ * fails only when the window was met.  The log says how many chunks of the
+ * old profile allocated as a convert started it relocated (those it found).
+ */
+TEST_F_TIMEOUT(convert_setup, no_chunk_is_left_in_the_old_profile, 1200)
+{
+	static const __u64 targets[2] = {
+		RAID1, BTRFS_AVAIL_ALLOC_BIT_SINGLE,
+	};
+	unsigned long since[CHURN_WRITERS] = { 0 };
+	unsigned long pieces = 0, commits = 0, full = 0;
+	struct btrfs_ioctl_balance_args a;
+	struct world *w = &self->w;
+	struct chunk_list l;
+	__u64 chunk, first_end, from, t0;
+	int rounds, round, dir, i, k, ret, left, all, late;
+	int converts = 0, ok[2] = { 0 }, enospc = 0, errors = 0, bad = 0;
+	int relocated = 0, met = 0, rounds_met = 0;
+	char path[PATH_SIZE];
+	size_t mark;
+
+	rounds = (int)kernel_cmdline_num("convert_rounds", CONVERT_ROUNDS);
+	ASSERT_LT(0, rounds);
+
+	/* The size of the data chunks the kernel allocates here. */
+	fill_data_chunks(_metadata, w, 1);
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	for (chunk = 0, from = 0, i = 0; i < l.n; i++) {
+		if ((l.c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
+		    l.c[i].start >= from) {
+			chunk = l.c[i].length;
+			from = l.c[i].start;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/fill01", w->env.mnt);
+	ASSERT_EQ(0, unlink(path));
+	ASSERT_LE(CHURN_PIECE_DIV * SZ_1M, chunk);
+	first_end = chunks_end(&l);
+	TH_LOG("data chunks of %llu MiB; %d rounds; the writers preallocate and delete pieces of %llu MiB",
+	       (unsigned long long)(chunk / SZ_1M), rounds,
+	       (unsigned long long)(chunk / CHURN_PIECE_DIV / SZ_1M));
+
+	t0 = now_ms();
+	churn_start(_metadata, &self->churn, w, chunk / CHURN_PIECE_DIV);
+	for (round = 0; round < rounds; round++) {
+		bool round_met = false;
+
+		for (dir = 0; dir < 2; dir++) {
+			__u64 target = targets[dir];
+			__u64 old = targets[!dir];
+
+			/* The writers run as the convert starts. */
+			churn_wait(_metadata, &self->churn, since,
+				   2 * CHURN_COMMIT_EVERY);
+			ASSERT_EQ(0, read_chunks_racing(w->fd, &l));
+			from = chunks_end(&l);
+			ASSERT_EQ(0, kmsg_update(&w->kmsg));
+			mark = w->kmsg.len;
+
+			convert_request(&a, target);
+			ret = balance_v2(w->fd, &a);
+			converts++;
+			ASSERT_EQ(0, kmsg_update(&w->kmsg));
+			count_relocations(w->kmsg.text ? w->kmsg.text + mark :
+					  NULL, from, old, &all, &late);
+			relocated += all;
+			met += late;
+			round_met |= late > 0;
+			if (ret == -ENOSPC) {
+				enospc++;
+				TH_LOG("round %d: the convert to %s ended with -ENOSPC",
+				       round, profile_name(target));
+				continue;
+			}
+			EXPECT_EQ(0, ret)
+				TH_LOG("round %d: the convert to %s returned %d (%s)",
+				       round, profile_name(target), ret,
+				       ret < 0 ? strerror(-ret) : "positive");
+			if (ret) {
+				errors++;
+				continue;
+			}
+			ok[dir]++;
+
+			ASSERT_EQ(0, read_chunks_racing(w->fd, &l));
+			left = count_type(&l, BTRFS_BLOCK_GROUP_DATA) -
+			       count_chunks(&l, BTRFS_BLOCK_GROUP_DATA,
+					    dir ? 0 : target);
+			EXPECT_EQ(0, left)
+				TH_LOG("round %d: the convert to %s returned 0 with %d data chunk(s) of another profile (the chunks ended at %llu before it; it relocated %d, %d of them %s at or above that):",
+				       round, profile_name(target), left,
+				       (unsigned long long)from, all, late,
+				       profile_name(old));
+			if (left) {
+				bad++;
+				log_chunks(_metadata, &l);
+			}
+		}
+		rounds_met += round_met;
+	}
+	ASSERT_EQ(0, churn_stop(&self->churn))
+		TH_LOG("writers: %s", self->churn.error);
+	for (k = 0; k < CHURN_WRITERS; k++) {
+		pieces += self->churn.th[k].pieces;
+		commits += self->churn.th[k].commits;
+		full += self->churn.th[k].enospc;
+	}
+	ASSERT_EQ(0, read_chunks_racing(w->fd, &l));
+	TH_LOG("%d converts in %llu s: %d to raid1 and %d to single returned 0, %d ended with -ENOSPC, %d with another error; %d left a data chunk of the old profile",
+	       converts, (unsigned long long)((now_ms() - t0) / 1000),
+	       ok[0], ok[1], enospc, errors, bad);
+	TH_LOG("%d chunks relocated; %d of them data chunks of the old profile allocated as their convert started (in %d of %d rounds)",
+	       relocated, met, rounds_met, rounds);
+	TH_LOG("writers: %lu pieces (%lu refused for room), %lu commits; about %llu chunks of %llu MiB allocated in all, relocation copies and metadata included",
+	       pieces, full, commits,
+	       (unsigned long long)((chunks_end(&l) - first_end) / chunk),
+	       (unsigned long long)(chunk / SZ_1M));
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ(0, errors);
+	EXPECT_LT(0, ok[0]) TH_LOG("no convert to raid1 returned 0");
+	EXPECT_LT(0, ok[1]) TH_LOG("no convert to single returned 0");
 }
 
 TEST_HARNESS_MAIN

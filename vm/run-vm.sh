@@ -22,7 +22,8 @@
 #                      "restriper.run=/selftests/demo-in-guest.sh"
 #   --mem SIZE         guest memory (default 2G)
 #   --accel auto|kvm|tcg  (default: $RESTRIPER_VM_ACCEL, else auto: KVM when
-#                      a probe VM with the same CPU model runs on it, else TCG)
+#                      this kernel boots under it to its initramfs within
+#                      30 s, else TCG; decided once per kernel image)
 #   --check-images     afterwards, "btrfs check --readonly" every filesystem
 #                      found on the disk images (host side, userspace only)
 #   --show all|guest|none  what of the console to show on stdout: all of it,
@@ -118,31 +119,52 @@ done
 
 # --- accelerator ----------------------------------------------------------
 CPU=max
-# kvm_works: can QEMU run guest code under KVM with this CPU model?  /dev/kvm
-# may exist and open, and still fail (nested virtualization: here QEMU aborts
-# setting up the vCPU's MSRs).  The probe is a 64 KiB "BIOS" whose reset
-# vector writes 0 to an isa-debug-exit port: QEMU then exits with status 1.
-kvm_works() {
-	local bios rc=0
-	[ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
-	bios=$(mktemp)
-	{
-		head -c 65520 /dev/zero
-		printf '\xb0\x00\xe6\xf4\xf4\xeb\xfd' # mov al,0; out 0xf4,al; hlt; jmp $-3
-		head -c 9 /dev/zero
-	} >"$bios"
-	# In a subshell with stderr discarded: a QEMU that aborts makes bash
+# kvm_boots: does this kernel boot under KVM with this CPU model?  /dev/kvm
+# may open, and a tiny probe may even run, while the kernel itself stops at
+# a KVM "emulation failure" (nested virtualization: seen on an xrstor in
+# its first boot lines).  So boot the kernel and initramfs of the run with
+# busybox sh as init, which prints a marker and powers off; no marker
+# within 30 s means no.  The answer is kept per kernel image and QEMU
+# version ($CACHE/vm-accel/), so that the runs after the first do not boot
+# twice.  Sets ACCEL_WHY.
+ACCEL_MARKER=RESTRIPER-KVM-BOOTED
+kvm_boots() {
+	local key file out rc=0
+	ACCEL_WHY=''
+	if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
+		ACCEL_WHY='no usable /dev/kvm'
+		return 1
+	fi
+	key=$({ sha256sum <"$KERNEL"; qemu-system-x86_64 --version; echo "$CPU"; } | sha256sum | cut -c1-16)
+	file=$CACHE/vm-accel/$key
+	if [ -f "$file" ]; then
+		ACCEL_WHY="$(sed -n 2p "$file") (decided earlier for this kernel: $file)"
+		[ "$(sed -n 1p "$file")" = kvm ]
+		return
+	fi
+	mkdir -p "$CACHE/vm-accel"
+	out=$(mktemp)
+	# In a subshell with stderr kept apart: a QEMU that aborts makes bash
 	# print "Aborted ..." otherwise.
-	(timeout 20 qemu-system-x86_64 -accel kvm -cpu "$CPU" -machine pc -m 16 \
-		-nodefaults -display none -bios "$bios" \
-		-device isa-debug-exit,iobase=0xf4,iosize=0x04 </dev/null >/dev/null) 2>/dev/null || rc=$?
-	rm -f "$bios"
-	[ "$rc" -eq 1 ]
+	(timeout 30 qemu-system-x86_64 -accel kvm -cpu "$CPU" -m 256 -smp 1 \
+		-nographic -no-reboot -vga none -nic none \
+		-kernel "$KERNEL" -initrd "$INITRD" \
+		-append "console=ttyS0 panic=-1 kunit.enable=0 rdinit=/bin/sh -- -c \"echo $ACCEL_MARKER; poweroff -f\"" \
+		</dev/null >"$out" 2>&1) || rc=$?
+	if grep -q "^$ACCEL_MARKER" "$out"; then
+		printf 'kvm\nthe kernel booted under KVM\n' >"$file"
+		ACCEL_WHY='the kernel booted under KVM'
+	else
+		ACCEL_WHY="KVM could not boot the kernel ($( (grep -m1 -io 'emulation failure\|KVM internal error\|failed to initialize kvm[^.]*' "$out" || echo "no marker within 30 s, status $rc") | head -n1))"
+		printf 'tcg\n%s\n' "$ACCEL_WHY" >"$file"
+	fi
+	rm -f "$out"
+	[ "$(sed -n 1p "$file")" = kvm ]
 }
 
 case "$ACCEL_MODE" in
-auto) if kvm_works; then ACCEL=kvm; else ACCEL=tcg; fi ;;
-kvm | tcg) ACCEL=$ACCEL_MODE ;;
+auto) if kvm_boots; then ACCEL=kvm; else ACCEL=tcg; fi ;;
+kvm | tcg) ACCEL=$ACCEL_MODE ACCEL_WHY="forced (--accel or RESTRIPER_VM_ACCEL)" ;;
 *) die "--accel: auto, kvm or tcg, not $ACCEL_MODE" ;;
 esac
 
@@ -159,7 +181,7 @@ QEMU=(qemu-system-x86_64 -m "$MEM" -smp 2 -cpu "$CPU" -accel "$ACCEL"
 	"${DRIVES[@]}")
 printf '%q ' "${QEMU[@]}" >"$LOG/qemu-cmdline.txt"
 echo >>"$LOG/qemu-cmdline.txt"
-log "booting $(basename "$KERNEL") with $DISKS x $DISK_SIZE disks, timeout ${TIMEOUT}s, accel $ACCEL"
+log "booting $(basename "$KERNEL") with $DISKS x $DISK_SIZE disks, timeout ${TIMEOUT}s, accel $ACCEL: $ACCEL_WHY"
 log "command line: $CMDLINE"
 [ "$REUSE" = 0 ] || log "disks: the images in $DISK_DIR as they are"
 [ -z "$KILL_ON" ] || log "QEMU is killed $KILL_DELAY ms after console line $KILL_COUNT with \"$KILL_ON\""
