@@ -1532,7 +1532,56 @@ static void noop_convert(struct btrfs_ioctl_balance_args *a, __u64 types,
 	request(a, types, &b);
 }
 
-/* BTRFS_IOC_BALANCE_V2 with @a returns @want and changes nothing. */
+/* The args of @a for a chunk of @type. */
+static const struct btrfs_balance_args *
+args_of_chunk(const struct btrfs_ioctl_balance_args *a, __u64 type)
+{
+	if (type & BTRFS_BLOCK_GROUP_DATA)
+		return &a->data;
+	if (type & BTRFS_BLOCK_GROUP_METADATA)
+		return &a->meta;
+	return &a->sys;
+}
+
+/*
+ * A convert @a that relocated nothing: no chunk moved, and a chunk made
+ * meanwhile, of a type @a converts, has its target profile.  A convert
+ * makes its first chunk of a target profile when it starts (the commit of
+ * its item, patch 29 of the series), relocating or not.
+ */
+static void expect_none_relocated(struct __test_metadata *_metadata,
+				  struct world *w,
+				  const struct chunk_list *before,
+				  const struct btrfs_ioctl_balance_args *a)
+{
+	const struct btrfs_balance_args *b;
+	struct chunk_list after;
+	char desc[256];
+	int i;
+
+	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	for (i = 0; i < before->n; i++)
+		EXPECT_FALSE(chunk_moved(before, i, &after))
+			TH_LOG("relocated: %s",
+			       chunk_dump(&before->c[i], desc, sizeof(desc)));
+	for (i = 0; i < after.n; i++) {
+		if (find_chunk(before, after.c[i].start) >= 0)
+			continue;
+		b = args_of_chunk(a, after.c[i].type);
+		if (!(b->flags & BTRFS_BALANCE_ARGS_CONVERT))
+			continue;
+		EXPECT_EQ(chunk_profile(b->target),
+			  chunk_profile(after.c[i].type))
+			TH_LOG("made: %s",
+			       chunk_dump(&after.c[i], desc, sizeof(desc)));
+	}
+	EXPECT_EQ(0, balance_item_present(w->fd));
+}
+
+/*
+ * BTRFS_IOC_BALANCE_V2 with @a returns @want; a refused request changes
+ * nothing, an accepted one relocates nothing.
+ */
 static void expect_result(struct __test_metadata *_metadata, struct world *w,
 			  struct btrfs_ioctl_balance_args *a, int want,
 			  const char *what)
@@ -1543,9 +1592,12 @@ static void expect_result(struct __test_metadata *_metadata, struct world *w,
 	ASSERT_EQ(0, read_chunks(w->fd, &before));
 	ret = balance_v2(w->fd, a);
 	EXPECT_EQ(want, ret) TH_LOG("%s", what);
-	if (!ret)
-		EXPECT_EQ(0ULL, a->stat.completed);
-	expect_unchanged(_metadata, w, &before);
+	if (ret) {
+		expect_unchanged(_metadata, w, &before);
+		return;
+	}
+	EXPECT_EQ(0ULL, a->stat.completed);
+	expect_none_relocated(_metadata, w, &before, a);
 }
 
 /* The args of the one type in @types. */
@@ -2103,28 +2155,35 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
 
 /*
  * Devices 2 and 3 get 16 MiB of room: a convert to raid1c3 passes the
- * device count.  The data chunk of mkfs is converted first; the raid1c3
- * chunk made for it takes all the room of devices 2 and 3.  Its chunk item
- * needs a raid1c3 system chunk when system converts too, its block group
- * item a raid1c3 tree block when metadata converts (a vrange keeps the
- * walk off the chunks of @type, not the allocator).  The devices cannot
- * hold such a chunk: the convert of @type stops, the item goes to the
- * raid1 chunk of @type, and the balance ends with -ENOSPC instead of
- * aborting the transaction.
+ * device count, and the first raid1c3 chunk takes all the room of devices
+ * 2 and 3.  A vrange keeps the walk off the chunks of @type, not the
+ * allocator.
+ *
+ * System: the data chunk of mkfs is converted first; its chunk item needs
+ * a raid1c3 system chunk, which the devices cannot hold: the convert of
+ * system stops, the item goes to the raid1 system chunk, and the balance
+ * ends with -ENOSPC instead of aborting the transaction.
+ *
+ * Metadata: a convert makes its first chunk of the target profile when it
+ * starts, for the commit of its item (patch 29 of the series), so the
+ * raid1c3 metadata chunk takes the room first; the data chunk then cannot
+ * be converted, which is an ENOSPC error of the balance: -ENOSPC, nothing
+ * aborted.  (The metadata convert stopped for want of room, patch 48, is
+ * met when its own relocations fill that chunk: the fuzzer's finding 4.)
  */
 static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 				     struct world *w, __u64 type)
 {
 	static const char *const sizes[] = { "1:max", "2:+16M", "3:+16M", NULL };
-	const __u64 kind = type == BTRFS_BALANCE_SYSTEM ? BG_SYS : BG_META;
+	const bool sys = type == BTRFS_BALANCE_SYSTEM;
+	const __u64 kind = sys ? BG_SYS : BG_META;
 	struct btrfs_ioctl_balance_args a, p;
-	struct btrfs_balance_args *b = type == BTRFS_BALANCE_SYSTEM ?
-				       &a.sys : &a.meta;
+	struct btrfs_balance_args *b = sys ? &a.sys : &a.meta;
 	char path[PATH_SIZE], line[128];
 	struct chunk_list before, after;
 	const struct chunk *mkfs_data;
 	struct kmsg k;
-	int i, of_kind = 0, raid1c3_data = 0;
+	int i, raid1_of_kind = 0, raid1c3_of_kind = 0, raid1c3_data = 0;
 
 	fill_then_resize(_metadata, w, sizes, path);
 	ASSERT_EQ(0, read_chunks(w->fd, &before));
@@ -2140,9 +2199,11 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 	b->vend = 1;
 	ASSERT_EQ(0, kmsg_start(&k));
 	EXPECT_EQ(-ENOSPC, balance_v2(w->fd, &a));
-	snprintf(line, sizeof(line),
-		 "balance: cannot convert %s to raid1c3: the devices have no room for a chunk of it\n",
-		 type == BTRFS_BALANCE_SYSTEM ? "system" : "metadata");
+	if (sys)
+		snprintf(line, sizeof(line),
+			 "balance: cannot convert system to raid1c3: the devices have no room for a chunk of it\n");
+	else
+		snprintf(line, sizeof(line), "1 enospc errors during balance\n");
 	EXPECT_EQ(1, kmsg_contains(&k, line))
 		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
 	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
@@ -2151,21 +2212,30 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
 	EXPECT_EQ(0, balance_item_present(w->fd));
 
-	/* The data chunk went to raid1c3; the chunks of @type stayed raid1. */
+	/*
+	 * System: the data chunk went to raid1c3, the system chunk stayed
+	 * raid1.  Metadata: a raid1c3 metadata chunk came beside the raid1
+	 * one, the data chunk stayed single.
+	 */
 	ASSERT_EQ(0, read_chunks(w->fd, &after));
 	for (i = 0; i < after.n; i++) {
-		if (chunk_kind(&after.c[i]) == kind) {
-			of_kind++;
-			EXPECT_EQ(BTRFS_BLOCK_GROUP_RAID1,
-				  chunk_profile(after.c[i].type));
-		}
+		if (chunk_kind(&after.c[i]) == kind &&
+		    chunk_profile(after.c[i].type) == BTRFS_BLOCK_GROUP_RAID1)
+			raid1_of_kind++;
+		if (chunk_kind(&after.c[i]) == kind &&
+		    chunk_profile(after.c[i].type) == BTRFS_BLOCK_GROUP_RAID1C3)
+			raid1c3_of_kind++;
 		if (chunk_kind(&after.c[i]) == BG_DATA &&
 		    chunk_profile(after.c[i].type) == BTRFS_BLOCK_GROUP_RAID1C3)
 			raid1c3_data++;
 	}
-	EXPECT_EQ(1, of_kind);
-	EXPECT_EQ(1, raid1c3_data);
-	EXPECT_EQ(before.n, after.n);
+	EXPECT_EQ(1, raid1_of_kind);
+	EXPECT_EQ(sys ? 0 : 1, raid1c3_of_kind);
+	EXPECT_EQ(sys ? 1 : 0, raid1c3_data);
+	EXPECT_EQ(before.n + (sys ? 0 : 1), after.n);
+	if (!sys)
+		EXPECT_FALSE(chunk_moved(&before,
+					 nth_kind(&before, BG_DATA, 0), &after));
 	if (_metadata->exit_code)
 		log_chunks(_metadata, &after);
 	/* Still writable: nothing aborted. */
