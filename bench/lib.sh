@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# The benchmark kernels, shared by bench/run.sh and bench/upstream-dry-run.sh.
+# The benchmark kernels, shared by bench/run.sh, bench/upstream-dry-run.sh and
+# bench/usage-full-fs.sh.
 # Source it after ci/lib.sh and vm/common.sh, don't run it.
 #
 # The two kernels: tinyconfig + vm/kernel.config + bench/kernel-nodebug.config,
