@@ -1532,13 +1532,16 @@ static void noop_convert(struct btrfs_ioctl_balance_args *a, __u64 types,
 	request(a, types, &b);
 }
 
-/* The args of @a for a chunk of @type. */
-static const struct btrfs_balance_args *
-args_of_chunk(const struct btrfs_ioctl_balance_args *a, __u64 type)
+/*
+ * The args of the one type in @types; a chunk's type works too, as the
+ * block group type bits are the balance's type bits.
+ */
+static struct btrfs_balance_args *args_of(struct btrfs_ioctl_balance_args *a,
+					  __u64 types)
 {
-	if (type & BTRFS_BLOCK_GROUP_DATA)
+	if (types & BTRFS_BALANCE_DATA)
 		return &a->data;
-	if (type & BTRFS_BLOCK_GROUP_METADATA)
+	if (types & BTRFS_BALANCE_METADATA)
 		return &a->meta;
 	return &a->sys;
 }
@@ -1552,7 +1555,7 @@ args_of_chunk(const struct btrfs_ioctl_balance_args *a, __u64 type)
 static void expect_none_relocated(struct __test_metadata *_metadata,
 				  struct world *w,
 				  const struct chunk_list *before,
-				  const struct btrfs_ioctl_balance_args *a)
+				  struct btrfs_ioctl_balance_args *a)
 {
 	const struct btrfs_balance_args *b;
 	struct chunk_list after;
@@ -1567,7 +1570,7 @@ static void expect_none_relocated(struct __test_metadata *_metadata,
 	for (i = 0; i < after.n; i++) {
 		if (find_chunk(before, after.c[i].start) >= 0)
 			continue;
-		b = args_of_chunk(a, after.c[i].type);
+		b = args_of(a, after.c[i].type);
 		if (!(b->flags & BTRFS_BALANCE_ARGS_CONVERT))
 			continue;
 		EXPECT_EQ(chunk_profile(b->target),
@@ -1598,17 +1601,6 @@ static void expect_result(struct __test_metadata *_metadata, struct world *w,
 	}
 	EXPECT_EQ(0ULL, a->stat.completed);
 	expect_none_relocated(_metadata, w, &before, a);
-}
-
-/* The args of the one type in @types. */
-static struct btrfs_balance_args *args_of(struct btrfs_ioctl_balance_args *a,
-					  __u64 types)
-{
-	if (types & BTRFS_BALANCE_DATA)
-		return &a->data;
-	if (types & BTRFS_BALANCE_METADATA)
-		return &a->meta;
-	return &a->sys;
 }
 
 TEST_F_TIMEOUT(errors, legacy_balance_ioctl_is_enotty, 60)
