@@ -2154,7 +2154,8 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
  * System: the data chunk of mkfs is converted first; its chunk item needs
  * a raid1c3 system chunk, which the devices cannot hold: the convert of
  * system stops, the item goes to the raid1 system chunk, and the balance
- * ends with -ENOSPC instead of aborting the transaction.
+ * ends with -ENOSPC instead of aborting the transaction; the log says what
+ * each device has left.
  *
  * Metadata: a convert makes its first chunk of the target profile when it
  * starts, for the commit of its item (patch 29 of the series), so the
@@ -2163,6 +2164,31 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
  * aborted.  (The metadata convert stopped for want of room, patch 48, is
  * met when its own relocations fill that chunk: the fuzzer's finding 4.)
  */
+/*
+ * After a convert stopped for want of room, the log tells what each of the
+ * 3 devices has left: raid1c3 had no room, so fewer than 3 have a stripe's
+ * worth (64 KiB).
+ */
+static void expect_device_room_logged(struct __test_metadata *_metadata,
+				      struct kmsg *k)
+{
+	int devid, with_room = 0;
+	char needle[64];
+
+	for (devid = 1; devid <= 3; devid++) {
+		const char *p;
+
+		snprintf(needle, sizeof(needle),
+			 "): balance: devid %d has ", devid);
+		p = k->text ? strstr(k->text, needle) : NULL;
+		EXPECT_NE(NULL, p) TH_LOG("no room line for devid %d", devid);
+		if (p && strtoull(p + strlen(needle), NULL, 10) >= 65536)
+			with_room++;
+	}
+	EXPECT_GT(3, with_room)
+		TH_LOG("the log:\n%s", k->text ? k->text : "(empty)");
+}
+
 static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 				     struct world *w, __u64 type)
 {
@@ -2200,6 +2226,8 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
 	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
 	EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: -28\n"));
+	if (sys)
+		expect_device_room_logged(_metadata, &k);
 	kmsg_end(&k);
 	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
 	EXPECT_EQ(0, balance_item_present(w->fd));

@@ -52,7 +52,7 @@
 #include "kselftest.h"
 
 #define NDEVS		3
-#define DEV_SIZE	"320M"
+#define DEV_SIZE	"512M"
 #define NFILES		12
 #define FILE_SIZE	(8 * SZ_1M)
 #define REC_SIZE	(64 * 1024)
