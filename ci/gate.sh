@@ -12,6 +12,8 @@
 #                 changing the end of the series; CI checks every patch)
 #
 # Steps:
+#  0. the gate's own judging fails doctored logs (ci/test-judging.sh: a
+#     missing summary line, a failure, a skip, an early WARNING, ...);
 #  1. the series applies to the pinned base (ci/prepare-tree.sh; a tree with
 #     work that is not exported makes the gate fail, see RESTRIPER_FORCE);
 #     kunit/ is a faithful copy of the KUnit sources at the tip;
@@ -294,14 +296,22 @@ kunit_exec() {
 }
 
 # Patch c: KUnit at the checked out commit, once its kernel is built.  Sets
-# K_STATUS, KUNIT_LINE.
+# K_STATUS, KUNIT_LINE.  A patch that runs fewer cases than the patch before
+# it fails: a case that stops running is not a pass (KUNIT_CASES_BEFORE).
+KUNIT_CASES_BEFORE=0
 check_patch_kunit() { # LOG
+	local cases
 	if ! has_kunit_option; then
 		K_STATUS="- (no KUnit option yet)"
 		return 0
 	fi
 	if kunit_exec "$1"; then
 		K_STATUS=$(kunit_summary "$1" | head -n1)
+		cases=$(kunit_cases "$1")
+		if [ "$cases" -lt "$KUNIT_CASES_BEFORE" ]; then
+			K_STATUS="FAIL: $cases cases, $KUNIT_CASES_BEFORE before"
+		fi
+		KUNIT_CASES_BEFORE=$cases
 	else
 		K_STATUS="FAIL: $(kunit_summary "$1" | head -n1)"
 		echo "---- KUnit failed (log: $1):"
@@ -436,7 +446,7 @@ start_vm_stage() {
 }
 
 finish_vm_stage() {
-	local rc=0 t0=$SECONDS
+	local rc=0 t0=$SECONDS reasons
 	[ -n "$VM_PID" ] || return 0
 	log "VM stage: waiting for it to end"
 	wait "$VM_PID" || rc=$?
@@ -453,10 +463,26 @@ finish_vm_stage() {
 		tail -n 30 "$VM_OUT" | sed 's/^/    | /'
 		fail
 	fi
+	# Also with exit status 0: a stage left out or a skip is no pass.
+	if ! reasons=$(judge_vm_stage "$VM_OUT"); then
+		echo "---- the VM stage did not test everything:"
+		printf '%s\n' "$reasons" | sed 's/^/    /'
+		row "VM stage: every test ran, none failed or skipped" "-" "-" "-" "FAIL"
+		fail
+	else
+		row "VM stage: every test ran, none failed or skipped" "-" "-" "-" "ok"
+	fi
 }
 
 gate() {
 	mkdir -p "$LOG_DIR"
+	if step "the gate's own judging, on doctored logs (ci/test-judging.sh)" \
+		"$LOG_DIR/test-judging.log" bash "$RESTRIPER_ROOT/ci/test-judging.sh" -v; then
+		row "the gate's judging fails doctored logs" "-" "-" "-" "ok"
+	else
+		row "the gate's judging fails doctored logs" "-" "-" "-" "FAIL"
+		fail
+	fi
 	if ! step "the series applies to $LINUX_SOURCE_PACKAGE $LINUX_SOURCE_VERSION" \
 		"$LOG_DIR/prepare-tree.log" bash "$RESTRIPER_ROOT/ci/prepare-tree.sh"; then
 		row "the series applies to the pinned base" "-" "-" "-" "FAIL"

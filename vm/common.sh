@@ -140,11 +140,16 @@ vm_step() {
 # scan_dmesg DMESG: print the lines of the kernel log that make the run fail
 # ("line-number: text"), minus those matching vm/dmesg-ignore.txt.  A "Call
 # Trace:" counts on its own only when no report header came shortly before.
+# A log that does not begin at boot (timestamp 0) fails too: the ring buffer
+# wrapped, and what it lost was not scanned.
 scan_dmesg() {
 	local ignore=/dev/null
 	[ -f "$DMESG_IGNORE" ] && ignore=$DMESG_IGNORE
 	awk '
-		FNR == NR { if ($0 !~ /^[ \t]*(#|$)/) ign[++ni] = $0; next }
+		FILENAME == ARGV[1] { if ($0 !~ /^[ \t]*(#|$)/) ign[++ni] = $0; next }
+		FNR == 1 && $0 !~ /^\[ *0\.000000\]/ {
+			print "1: the kernel log does not begin at boot (its ring buffer wrapped?): " $0
+		}
 		{
 			for (i = 1; i <= ni; i++) if ($0 ~ ign[i]) next
 			if ($0 ~ /WARNING:|BUG:|Oops|kernel BUG|general protection fault|possible circular locking dependency|possible recursive locking|inconsistent lock state|INFO: trying to register non-static key|INFO: lockdep is turned off|INFO: task .* blocked for more than|rcu: INFO:|self-detected stall|KASAN|UBSAN|Kernel panic|Transaction aborted|BTRFS critical/) {

@@ -89,7 +89,7 @@ done
 sync
 
 echo "=== DMESG BEGIN ==="
-dmesg
+dmesg -s 16777216
 echo "=== DMESG END ==="
 echo "=== GUEST EXIT $rc ==="
 # The console is drained by interrupts: give it time to send the last lines

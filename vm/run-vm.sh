@@ -171,7 +171,8 @@ esac
 # kunit.enable=0: the gate's kernel has the KUnit suites built in
 # (ci/gate.sh runs them with kunit.py); here they would run at every boot.
 # A kernel without KUnit ignores the unknown module parameter.
-CMDLINE="console=ttyS0 panic=-1 oops=panic kunit.enable=0 ${APPEND[*]}"
+# A log buffer that holds a whole run: dmesg.log is scanned from boot on.
+CMDLINE="console=ttyS0 panic=-1 oops=panic kunit.enable=0 log_buf_len=16M ${APPEND[*]}"
 PIDFILE=$LOG/qemu.pid
 KILLED_FILE=$LOG/killed-on-marker
 rm -f "$PIDFILE" "$KILLED_FILE"
