@@ -42,7 +42,10 @@
 # "btrfs check --readonly", and no boot's kernel log has a splat.
 #
 # One line per run; logs in $CACHE/vm-logs/powercut-<time>/run-<i>/boot<j>/.
-# Ends with "powercut: N runs, M failed"; exits non-zero when M > 0.
+# Ends with "powercut: N runs, M failed, K cut after the balance had ended"
+# (K: runs whose last cut came after the balance had ended, so that it cut
+# no relocation; each such run says so on its line); exits non-zero when
+# M > 0.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/ci/lib.sh"
@@ -202,6 +205,10 @@ run_one() {
 		unset 'probs[-1]'
 		problems+=("${probs[@]}")
 	fi
+	if cut_after_the_end "$dir" "$nboots" "$kind"; then
+		desc="$desc, after the balance had ended"
+		AFTER_END=$((AFTER_END + 1))
+	fi
 	local line
 	line=$(printf 'run %d/%d: %-6s %-7s %s; %s, %d boots, %s synced (%d s)' "$i" "$RUNS" "$kind" \
 		"$mode" "$desc" "${relocs:-relocations: -}" "$nboots" "${synced:--}" $((SECONDS - t0)))
@@ -212,6 +219,20 @@ run_one() {
 	log "$line: FAILED (logs: $dir)"
 	printf '    - %s\n' "${problems[@]}" >&2
 	return 1
+}
+
+# cut_after_the_end DIR NBOOTS KIND: did the last cut of the run come after
+# the balance had ended (the guest said so on the console before the kill)?
+# Such a run cut no relocation: it is reported, not taken for one that did.
+# A pause run's balance is paused, not ended, when it is cut.
+AFTER_END=0
+cut_after_the_end() {
+	local console=$1/boot$(($2 - 1))/console.log
+	case $3 in
+	pause) return 1 ;;
+	mount) [ "$2" = 3 ] && grep -aq '^# powercut: the resume ended' "$console" ;;
+	*) grep -aq '^# powercut: the balance returned' "$console" ;;
+	esac
 }
 
 main() {
@@ -236,7 +257,7 @@ main() {
 		find "$RUN_DIR" -name '*.img' -delete
 		rm -rf "$RUN_DIR/bzImage" "$RUN_DIR/initramfs.cpio.gz" "$RUN_DIR/payload"
 	fi
-	echo "powercut: $RUNS runs, $failed failed"
+	echo "powercut: $RUNS runs, $failed failed, $AFTER_END cut after the balance had ended"
 	[ "$failed" -eq 0 ]
 }
 

@@ -34,9 +34,9 @@
 #
 # Then the power-cut stage: ./run_powercut.sh --runs N (default 4, one run
 # of each kind; each boot limited by --crash-timeout) on the same kernel and
-# initramfs (kselftests/powercut_test.c,
-# in /selftests/powercut/); its "powercut: N runs, M failed" line closes the
-# summary.  --no-powercut leaves it out (so does --only-crash).
+# initramfs (kselftests/powercut_test.c, in /selftests/powercut/); its
+# "powercut: N runs, M failed, ..." line closes the summary.  --no-powercut
+# leaves it out (so does --only-crash).
 #
 # The fuzzer (kselftests/balance_fuzz.c) runs with the other selftests, 1000
 # calls with seed 9 ($RESTRIPER_FUZZ_SEED to change it); its "# fuzz: N

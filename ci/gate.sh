@@ -297,10 +297,11 @@ kunit_exec() {
 
 # Patch c: KUnit at the checked out commit, once its kernel is built.  Sets
 # K_STATUS, KUNIT_LINE.  A patch that runs fewer cases than the patch before
-# it fails: a case that stops running is not a pass (KUNIT_CASES_BEFORE).
+# it fails: a case that stops running is not a pass (KUNIT_CASES_BEFORE); so
+# does a suite of the tree's fs/btrfs/ that the log does not show passed.
 KUNIT_CASES_BEFORE=0
 check_patch_kunit() { # LOG
-	local cases
+	local cases missing
 	if ! has_kunit_option; then
 		K_STATUS="- (no KUnit option yet)"
 		return 0
@@ -308,8 +309,11 @@ check_patch_kunit() { # LOG
 	if kunit_exec "$1"; then
 		K_STATUS=$(kunit_summary "$1" | head -n1)
 		cases=$(kunit_cases "$1")
+		missing=$(kunit_missing_suites "$TREE" "$1" | tr '\n' ' ')
 		if [ "$cases" -lt "$KUNIT_CASES_BEFORE" ]; then
 			K_STATUS="FAIL: $cases cases, $KUNIT_CASES_BEFORE before"
+		elif [ -n "$missing" ]; then
+			K_STATUS="FAIL: suites not passed: $missing"
 		fi
 		KUNIT_CASES_BEFORE=$cases
 	else

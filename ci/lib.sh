@@ -292,6 +292,18 @@ kunit_cases() {
 	echo "${n:-0}"
 }
 
+# kunit_missing_suites TREE LOG: the KUnit suites of fs/btrfs/ in TREE
+# (their .name) that LOG does not show as passed, one per line.
+kunit_missing_suites() {
+	local name log
+	log=$(sed 's/\x1b\[[0-9;]*m//g' "$2")
+	grep -h -A4 '^static struct kunit_suite ' "$1"/fs/btrfs/tests/*.c 2>/dev/null |
+		sed -n 's/^[[:space:]]*\.name = "\(.*\)",$/\1/p' |
+		while IFS= read -r name; do
+			grep -q "\[PASSED\] $name\( =*\)\?$" <<<"$log" || echo "$name"
+		done
+}
+
 # --- judging the VM stage ---------------------------------------------------
 
 # The programs whose rows the VM stage's summary must show: the kselftests

@@ -100,6 +100,35 @@ expect pass "KUnit: the count of cases read" kunit_cases_is 491
 : >"$WORK/kunit.log"
 expect pass "KUnit: no count read as 0" kunit_cases_is 0
 
+# KUnit suites by name: a tree with two suites, a log that shows them.
+mkdir -p "$WORK/tree/fs/btrfs/tests"
+cat >"$WORK/tree/fs/btrfs/tests/a-test.c" <<'EOF'
+static struct kunit_suite a_suite = {
+	.name = "btrfs_balance_a",
+	.test_cases = a_cases,
+};
+static struct kunit_suite b_suite = {
+	.name = "btrfs_balance_b",
+	.test_cases = b_cases,
+};
+EOF
+# shellcheck disable=SC2317 # called through expect()
+no_suite_missing() {
+	[ -z "$(kunit_missing_suites "$WORK/tree" "$WORK/kunit.log")" ]
+}
+suites_case() {
+	printf '%s\n' "${@:3}" >"$WORK/kunit.log"
+	expect "$1" "KUnit: $2" no_suite_missing
+}
+suites_case pass "every suite passed" \
+	"[04:19:56] ============= [PASSED] btrfs_balance_a ==============" \
+	"[04:19:57] ============= [PASSED] btrfs_balance_b ==============="
+suites_case fail "a suite that did not run" \
+	"[04:19:56] ============= [PASSED] btrfs_balance_a =============="
+suites_case fail "a suite that failed" \
+	"[04:19:56] ============= [PASSED] btrfs_balance_a ==============" \
+	"[04:19:57] ============= [FAILED] btrfs_balance_b ==============="
+
 # The kernel log: scan_dmesg prints what fails a run.
 # shellcheck disable=SC2317 # called through expect()
 dmesg_clean() {
