@@ -59,11 +59,7 @@
 #include <sys/syscall.h>
 #include <linux/capability.h>
 
-/* Shared helpers: this program does not use every one of them. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "btrfs_util.h"
-#pragma GCC diagnostic pop
 #include "kselftest.h"
 
 #define NDEVS		3

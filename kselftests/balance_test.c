@@ -26,11 +26,7 @@
 #include <grp.h>
 #include <sys/swap.h>
 
-/* The helpers are shared: not every test program uses each of them. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "btrfs_util.h"
-#pragma GCC diagnostic pop
 
 /* The harness has an unused parameter; -Wextra is meant for this file. */
 #pragma GCC diagnostic push

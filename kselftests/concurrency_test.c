@@ -36,11 +36,7 @@
 #include <sys/syscall.h>
 #include <linux/userfaultfd.h>
 
-/* Shared helpers: this program does not use every one of them. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "btrfs_util.h"
-#pragma GCC diagnostic pop
 
 /* The harness has an unused parameter; -Wextra is meant for this file. */
 #pragma GCC diagnostic push
