@@ -126,7 +126,10 @@ command_line() {
 
 build_payload() {
 	mkdir -p "$RUN/payload"
-	gcc -static -O2 -Wall -Wextra -Werror -o "$RUN/payload/bg_list" "$BENCH/bg_list.c"
+	# bench/bg_list.c uses kselftests/btrfs_util.h, which includes the
+	# tree's kselftest.h
+	gcc -static -O2 -Wall -Wextra -Werror -I "$TREE/tools/testing/selftests" \
+		-o "$RUN/payload/bg_list" "$BENCH/bg_list.c"
 	install -m 0755 "$BENCH/usage-full-fs-in-guest.sh" "$RUN/payload/usage-full-fs-in-guest.sh"
 }
 
