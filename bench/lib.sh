@@ -197,3 +197,33 @@ prepare_run() {
 		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$RUN/initramfs.cpio.gz" "$RUN/payload" ||
 		die "no initramfs (log: $STEPS_LOG)"
 }
+
+# reproducing_command SCRIPT LEFT_OUT...: SCRIPT with the arguments the run
+# was given (ARGS_GIVEN), less those named in LEFT_OUT, quoted where they
+# hold spaces: the command line that reproduces the run.
+reproducing_command() {
+	local out=$1 a skip
+	shift
+	for a in "${ARGS_GIVEN[@]}"; do
+		for skip in "$@"; do [ "$a" != "$skip" ] || continue 2; done
+		case "$a" in
+		*[[:space:]]*) out="$out \"$a\"" ;;
+		*) out="$out $a" ;;
+		esac
+	done
+	echo "$out"
+}
+
+# steps_and_failures: the end of a results.md: the wall time of each step
+# ($RUN/timings.txt, "step|seconds" lines) and the FAILED list, if any.
+steps_and_failures() {
+	echo "Wall time of the steps:"
+	echo
+	while IFS= read -r t; do printf -- '- %s: %s s\n' "${t%|*}" "${t##*|}"; done <"$RUN/timings.txt"
+	if [ ${#FAILED[@]} -gt 0 ]; then
+		echo
+		echo "FAILED:"
+		echo
+		printf -- '- %s\n' "${FAILED[@]}"
+	fi
+}

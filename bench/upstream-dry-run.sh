@@ -90,17 +90,7 @@ RESULTS=$RUN/results.md
 T0=$SECONDS
 
 # The command that reproduces the run (-v and --docs left out).
-command_line() {
-	local a out=bench/upstream-dry-run.sh
-	for a in "${ARGS_GIVEN[@]}"; do
-		case "$a" in
-		-v | --docs) ;;
-		*[[:space:]]*) out="$out \"$a\"" ;;
-		*) out="$out $a" ;;
-		esac
-	done
-	echo "$out"
-}
+command_line() { reproducing_command bench/upstream-dry-run.sh -v --docs; }
 
 # What the guest program is told to expect of each kernel.
 expectation() { case "$1" in base) echo einval ;; series) echo estimate ;; esac; }
@@ -204,15 +194,7 @@ write_results() {
 			grep -E '^(PASS|FAIL): ' "$RUN/guest-$k.txt" 2>/dev/null | sed "s/^/- $k: /"
 		done
 		echo
-		echo "Wall time of the steps:"
-		echo
-		while IFS= read -r t; do printf -- '- %s: %s s\n' "${t%|*}" "${t##*|}"; done <"$RUN/timings.txt"
-		if [ ${#FAILED[@]} -gt 0 ]; then
-			echo
-			echo "FAILED:"
-			echo
-			printf -- '- %s\n' "${FAILED[@]}"
-		fi
+		steps_and_failures
 	} >"$RESULTS"
 }
 

@@ -112,17 +112,7 @@ RESULTS=$RUN/results.md
 T0=$SECONDS
 
 # The command that reproduces the run (-v left out).
-command_line() {
-	local a out=bench/usage-full-fs.sh
-	for a in "${ARGS_GIVEN[@]}"; do
-		case "$a" in
-		-v) ;;
-		*[[:space:]]*) out="$out \"$a\"" ;;
-		*) out="$out $a" ;;
-		esac
-	done
-	echo "$out"
-}
+command_line() { reproducing_command bench/usage-full-fs.sh -v; }
 
 build_payload() {
 	mkdir -p "$RUN/payload"
@@ -288,15 +278,7 @@ write_results() {
 				grep -v -E 'BTRFS info \(device [a-z]+\): (space_info|global_block_rsv|trans_block_rsv|chunk_block_rsv|delayed_block_rsv|delayed_refs_rsv|block group [0-9]+ has|[0-9]+ bytes used|entry offset)' || true
 			echo
 		done
-		echo "Wall time of the steps:"
-		echo
-		while IFS= read -r t; do printf -- '- %s: %s s\n' "${t%|*}" "${t##*|}"; done <"$RUN/timings.txt"
-		if [ ${#FAILED[@]} -gt 0 ]; then
-			echo
-			echo "FAILED:"
-			echo
-			printf -- '- %s\n' "${FAILED[@]}"
-		fi
+		steps_and_failures
 	} >"$RESULTS"
 }
 
