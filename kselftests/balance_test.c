@@ -25,6 +25,7 @@
 #endif
 #include <grp.h>
 #include <sys/swap.h>
+#include <sys/xattr.h>
 
 #include "btrfs_util.h"
 
@@ -1559,10 +1560,11 @@ static void expect_none_relocated(struct __test_metadata *_metadata,
 	int i;
 
 	ASSERT_EQ(0, read_chunks(w->fd, &after));
-	for (i = 0; i < before->n; i++)
+	for (i = 0; i < before->n; i++) {
 		EXPECT_FALSE(chunk_moved(before, i, &after))
 			TH_LOG("relocated: %s",
 			       chunk_dump(&before->c[i], desc, sizeof(desc)));
+	}
 	for (i = 0; i < after.n; i++) {
 		if (find_chunk(before, after.c[i].start) >= 0)
 			continue;
@@ -2086,9 +2088,10 @@ static void fill_then_resize(struct __test_metadata *_metadata,
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	ASSERT_LE(0, fd);
 	/* Until a write fails: a short write is not the end yet. */
-	for (off = 0; (n = pwrite(fd, buf, SZ_1M, off)) > 0; off += n)
+	for (off = 0; (n = pwrite(fd, buf, SZ_1M, off)) > 0; off += n) {
 		ASSERT_GT(1024 * SZ_1M, (__u64)off)
 			TH_LOG("256 MiB devices took 1 GiB");
+	}
 	ASSERT_EQ(-1, n);
 	EXPECT_EQ(ENOSPC, errno);
 	close(fd);
@@ -2150,8 +2153,8 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
  * System: the data chunk of mkfs is converted first; its chunk item needs
  * a raid1c3 system chunk, which the devices cannot hold: the convert of
  * system stops, the item goes to the raid1 system chunk, and the balance
- * ends with -ENOSPC instead of aborting the transaction; the log says what
- * each device has left.
+ * pauses with -ENOSPC instead of aborting the transaction, its item kept
+ * for a resume once there is room; the log says what each device has left.
  *
  * Metadata: a convert makes its first chunk of the target profile when it
  * starts, for the commit of its item (patch 29 of the series), so the
@@ -2191,7 +2194,7 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 	static const char *const sizes[] = { "1:max", "2:+16M", "3:+16M", NULL };
 	const bool sys = type == BTRFS_BALANCE_SYSTEM;
 	const __u64 kind = sys ? BG_SYS : BG_META;
-	struct btrfs_ioctl_balance_args a, p;
+	struct btrfs_ioctl_balance_args a, p, r;
 	struct btrfs_balance_args *b = sys ? &a.sys : &a.meta;
 	char path[PATH_SIZE], line[128];
 	struct chunk_list before, after;
@@ -2221,9 +2224,23 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 	EXPECT_EQ(1, kmsg_contains(&k, line))
 		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
 	EXPECT_EQ(0, kmsg_contains(&k, "Transaction aborted"));
-	EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: -28\n"));
-	if (sys)
+	if (sys) {
+		/* Paused with its item, to be resumed once there is room. */
+		EXPECT_EQ(1, kmsg_contains(&k, "): balance: paused: a convert ran out of room, resume it once the devices have more\n"));
 		expect_device_room_logged(_metadata, &k);
+		EXPECT_EQ(0, balance_progress(w->fd, &p));
+		EXPECT_EQ(0ULL, p.state & BTRFS_BALANCE_STATE_RUNNING);
+		EXPECT_EQ(1, balance_item_present(w->fd));
+		/*
+		 * Its work was done before the pause (the data chunk, and no
+		 * system chunk to walk): a resume ends the balance.
+		 */
+		request(&r, BTRFS_BALANCE_RESUME, NULL);
+		EXPECT_EQ(0, balance_v2(w->fd, &r));
+		EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: 0\n"));
+	} else {
+		EXPECT_EQ(1, kmsg_contains(&k, "): balance: ended with status: -28\n"));
+	}
 	kmsg_end(&k);
 	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &p));
 	EXPECT_EQ(0, balance_item_present(w->fd));
@@ -2259,7 +2276,7 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 	EXPECT_EQ(0, syncfs(w->fd));
 }
 
-TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_is_enospc,
+TEST_F_TIMEOUT(full_devices, a_system_convert_that_runs_out_of_room_pauses,
 	       180)
 {
 	convert_runs_out_of_room(_metadata, &self->w, BTRFS_BALANCE_SYSTEM);
@@ -2338,6 +2355,128 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 	/* Still writable: nothing aborted. */
 	EXPECT_EQ(0, unlink(path));
 	EXPECT_EQ(0, unlink(first));
+	EXPECT_EQ(0, syncfs(w->fd));
+}
+
+static void *pause_call(void *arg)
+{
+	return (void *)(long)balance_ctl(*(int *)arg, BTRFS_BALANCE_CTL_PAUSE);
+}
+
+/* Pause the balance of @w held at HOLD_RELOCATION: it stops right there. */
+static void pause_held(struct __test_metadata *_metadata, struct world *w)
+{
+	pthread_t tid;
+	void *ret;
+
+	ASSERT_EQ(0, pthread_create(&tid, NULL, pause_call, &w->fd));
+	EXPECT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
+					HANG_MS));
+	EXPECT_EQ(0, balance_hold_set(0));
+	pthread_join(tid, &ret);
+	EXPECT_EQ(0L, (long)ret);
+	EXPECT_EQ(-ECANCELED, balance_thread_join(&w->bt));
+}
+
+/*
+ * Make tree blocks, one per file (an xattr of 12 KiB), until a metadata
+ * chunk of @profile starts at or above @from; returns it, -1 after 20000.
+ */
+static int grow_metadata_until(struct world *w, __u64 profile, __u64 from,
+			       struct chunk_list *l)
+{
+	static char value[12 * 1024];
+	char path[PATH_SIZE];
+	int i, j, fd;
+
+	for (i = 0; i < 20000; i += 100) {
+		for (j = i; j < i + 100; j++) {
+			snprintf(path, sizeof(path), "%s/x%05d", w->env.mnt, j);
+			fd = open(path, O_WRONLY | O_CREAT, 0644);
+			if (fd < 0)
+				return -1;
+			if (fsetxattr(fd, "user.x", value, sizeof(value), 0)) {
+				close(fd);
+				return -1;
+			}
+			close(fd);
+		}
+		if (syncfs(w->fd) || read_chunks(w->fd, l))
+			return -1;
+		for (j = 0; j < l->n; j++)
+			if (chunk_kind(&l->c[j]) == BG_META &&
+			    chunk_profile(l->c[j].type) == profile &&
+			    l->c[j].start >= from)
+				return j;
+	}
+	return -1;
+}
+
+/*
+ * A metadata convert to raid1c3, paused before its first chunk, with room
+ * on devices 1 and 2, and 8 MiB on device 3.  The tree blocks written while it
+ * is paused go to raid1c3 (a paused convert steers the allocator) until
+ * the devices have no room for another raid1c3 chunk: the convert is
+ * dropped, and tree blocks go to raid1, in a new chunk above the balance's
+ * bound, where the walks do not look.  After a device add, the resume must
+ * convert that chunk too, not end with status 0 and a chunk made since the
+ * start in the old profile.  The vrange keeps the walk off the chunks that
+ * existed at the start: only the one made meanwhile is to convert.
+ */
+TEST_F_TIMEOUT(full_devices,
+	       a_resume_converts_the_chunks_made_while_a_convert_was_dropped,
+	       600)
+{
+	static const char *const sizes[] = { "1:max", "2:max", "3:+8M", NULL };
+	struct btrfs_ioctl_balance_args a, r;
+	struct btrfs_ioctl_vol_args va;
+	struct balance_item_state st;
+	struct world *w = &self->w;
+	char path[PATH_SIZE];
+	struct chunk_list l;
+	struct kmsg k;
+	int i, ret;
+
+	ASSERT_LE(4, w->env.ndevs) TH_LOG("the test adds a fourth device");
+	fill_then_resize(_metadata, w, sizes, path);
+	convert_request(&a, BTRFS_BALANCE_METADATA, BTRFS_BLOCK_GROUP_RAID1C3);
+	a.meta.flags |= BTRFS_BALANCE_ARGS_VRANGE;
+	a.meta.vend = 1;
+	w->holds = true;
+	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	ret = wait_held(w, HOLD_RELOCATION);
+	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
+				 ret, w->bt.ret);
+	pause_held(_metadata, w);
+	ASSERT_EQ(0, balance_item_read(w->fd, &st));
+	ASSERT_NE(0ULL, st.bound);
+
+	ASSERT_EQ(0, kmsg_start(&k));
+	i = grow_metadata_until(w, RAID1, st.bound, &l);
+	ASSERT_LE(0, i) TH_LOG("no raid1 metadata chunk came above the bound");
+	EXPECT_EQ(1, kmsg_contains(&k, "balance: cannot convert metadata to raid1c3: the devices have no room for a chunk of it\n"))
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	kmsg_end(&k);
+
+	/* Room for raid1c3 on devices 1, 2 and 4; only an add runs now. */
+	memset(&va, 0, sizeof(va));
+	snprintf(va.name, sizeof(va.name), "%s", w->env.devs[3]);
+	ASSERT_EQ(0, xioctl(w->fd, BTRFS_IOC_ADD_DEV, &va));
+	request(&r, BTRFS_BALANCE_RESUME, NULL);
+	EXPECT_EQ(0, balance_v2(w->fd, &r));
+	EXPECT_EQ(0, balance_item_present(w->fd));
+	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	for (i = 0; i < l.n; i++) {
+		EXPECT_FALSE(l.c[i].start >= st.bound &&
+			     chunk_kind(&l.c[i]) == BG_META &&
+			     chunk_profile(l.c[i].type) != BTRFS_BLOCK_GROUP_RAID1C3)
+			TH_LOG("metadata chunk %llu above the bound %llu is %s",
+			       (unsigned long long)l.c[i].start,
+			       (unsigned long long)st.bound,
+			       profile_name(chunk_profile(l.c[i].type)));
+	}
+	EXPECT_EQ(0, unlink(path));
 	EXPECT_EQ(0, syncfs(w->fd));
 }
 
@@ -2434,11 +2573,12 @@ TEST_F_TIMEOUT(soft_convert, fits_in_the_room_of_the_target_chunks, 180)
 				  chunk_profile(l.c[i].type));
 	if (_metadata->exit_code)
 		log_chunks(_metadata, &l);
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
 		EXPECT_EQ(0, verify_pattern(w->env.mnt, i, (i ? 4 : 8) * SZ_1M,
 					    &bad, SZ_1M, true))
 			TH_LOG("f%02d differs at %llu", i,
 			       (unsigned long long)bad);
+	}
 }
 
 /* ---- Dry run: what a balance would relocate ---- */

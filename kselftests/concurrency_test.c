@@ -1565,8 +1565,9 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 	um->path = w->env.mnt;
 	job_run(_metadata, um);
 	end = now_ms() + HANG_MS;
-	while (!job_done(um) && !task_waits_in(um->task, "btrfs_pause_balance"))
+	while (!job_done(um) && !task_waits_in(um->task, "btrfs_pause_balance")) {
 		ASSERT_GT(end, now_ms()) TH_LOG("umount never waits");
+	}
 	ASSERT_FALSE(job_done(um))
 		TH_LOG("umount returned (%d) while the balance ran", um->ret);
 	ASSERT_EQ(0, balance_hold_set(0));

@@ -1161,6 +1161,17 @@ static const struct walk_case walk_cases[] = {
 				       .limit_min = 3, .limit_max = 4 },
 	    TAKEN(1, 0, 0) }, 1,
 	  { D }, { COUNT }, { SKIP } },
+	/* Chunks at 5, 4, 3, 2 and 1 GiB, the bound at 3 GiB. */
+	{ "above the bound only the chunks that lack a convert target",
+	  { .flags = T_ALL, .bound = GIB(3),
+	    .meta = { .flags = A_CONVERT, .target = B_RAID1 } }, 5,
+	  { D, M, B_META | B_RAID1, M, S },
+	  { SKIP, COUNT, SKIP, COUNT, COUNT },
+	  { SKIP, RELOCATE, SKIP, RELOCATE, RELOCATE } },
+	{ "above the bound nothing without a convert",
+	  { .flags = T_ALL, .bound = GIB(3) }, 5, { D, M, S, M, D },
+	  { SKIP, SKIP, SKIP, COUNT, COUNT },
+	  { SKIP, SKIP, SKIP, RELOCATE, RELOCATE } },
 	{ "taken before a pause count per type",
 	  { .flags = T_ALL, .data = { .flags = A_LIMIT, .limit = 1 },
 	    .meta = { .flags = A_LIMIT, .limit = 1 }, TAKEN(0, 1, 5) }, 5,
@@ -1855,13 +1866,14 @@ static void scan_to_args_test(struct kunit *test)
 /*
  * Where the walks of a balance start: below its bound if it has one, for a
  * convert too, as the chunks made at or above the bound have the target
- * profile of the convert.
+ * profile of the convert, unless a dropped convert made some in the old one.
  */
 struct walk_first_case {
 	const char *name;
 	u64 bound;
 	u64 data_flags;
 	u64 first;
+	bool unconverted_above_bound;
 };
 
 static const struct walk_first_case walk_first_cases[] = {
@@ -1875,6 +1887,8 @@ static const struct walk_first_case walk_first_cases[] = {
 	  SZ_2G, BTRFS_BALANCE_ARGS_CONVERT, SZ_2G - 1 },
 	{ "a convert of an older item: from the top", 0,
 	  BTRFS_BALANCE_ARGS_CONVERT, U64_MAX },
+	{ "a convert with chunks above the bound to convert: from the top",
+	  SZ_2G, BTRFS_BALANCE_ARGS_CONVERT, U64_MAX, true },
 };
 
 KUNIT_ARRAY_PARAM_DESC(walk_first, walk_first_cases, name);
@@ -1887,6 +1901,7 @@ static void walk_first_test(struct kunit *test)
 		.bound = p->bound,
 		.data.flags = p->data_flags,
 		.data.target = BTRFS_BLOCK_GROUP_RAID1,
+		.unconverted_above_bound = p->unconverted_above_bound,
 	};
 
 	KUNIT_EXPECT_EQ(test, balance_walk_first(&bctl), p->first);
@@ -2324,6 +2339,7 @@ struct outcome_case {
 	bool pause_req;
 	bool cancel_req;
 	enum btrfs_balance_outcome outcome;
+	bool out_of_room;
 };
 
 static const struct outcome_case outcome_cases[] = {
@@ -2348,6 +2364,17 @@ static const struct outcome_case outcome_cases[] = {
 	{ "ENOSPC with a pause asked", -ENOSPC, true, false,
 	  BTRFS_BALANCE_ENDED },
 	{ "I/O error", -EIO, false, true, BTRFS_BALANCE_ENDED },
+	{ "a convert out of room", -ENOSPC, false, false, BTRFS_BALANCE_PAUSED,
+	  true },
+	{ "a convert out of room, a pause asked", -ENOSPC, true, false,
+	  BTRFS_BALANCE_PAUSED, true },
+	{ "a convert out of room, a cancel asked", -ENOSPC, false, true,
+	  BTRFS_BALANCE_ENDED, true },
+	{ "out of room, then canceled", -ECANCELED, false, true,
+	  BTRFS_BALANCE_CANCELED, true },
+	{ "out of room, then a fatal signal", -EINTR, false, false,
+	  BTRFS_BALANCE_CANCELED, true },
+	{ "out of room, yet done", 0, false, false, BTRFS_BALANCE_ENDED, true },
 };
 
 KUNIT_ARRAY_PARAM_DESC(outcome, outcome_cases, name);
@@ -2357,7 +2384,7 @@ static void run_outcome_test(struct kunit *test)
 	const struct outcome_case *p = test->param_value;
 
 	KUNIT_EXPECT_EQ(test, balance_run_outcome(p->ret, p->pause_req,
-						  p->cancel_req),
+						  p->cancel_req, p->out_of_room),
 			p->outcome);
 }
 
