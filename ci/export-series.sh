@@ -38,7 +38,28 @@ fi
 mkdir -p "$PATCH_DIR"
 rm -f "$PATCH_DIR"/*.patch
 git_tree format-patch -q "${FORMAT_OPTS[@]}" -o "$PATCH_DIR" "$BASE_TAG..HEAD"
-(cd "$PATCH_DIR" && find . -maxdepth 1 -name '*.patch' -printf '%f\n' | LC_ALL=C sort) >"$SERIES"
+# The comments of the old series file (the phases of the series) stay
+# before the patch number they were before.
+old_series=$(cat "$SERIES" 2>/dev/null || true)
+(cd "$PATCH_DIR" && find . -maxdepth 1 -name '*.patch' -printf '%f\n' | LC_ALL=C sort) |
+	awk -v old="$old_series" '
+		BEGIN {
+			n = split(old, lines, "\n")
+			for (i = 1; i <= n; i++) {
+				if (lines[i] ~ /^#/)
+					text = text lines[i] "\n"
+				else if (lines[i] != "") {
+					before[substr(lines[i], 1, 4)] = text
+					text = ""
+				}
+			}
+		}
+		{
+			phase = before[substr($0, 1, 4)]
+			if (phase != "")
+				printf "%s%s", (NR > 1 ? "\n" : ""), phase
+			print
+		}' >"$SERIES"
 load_series
 # The tree is exactly what the exported series gives: prepare-tree.sh must
 # not re-apply it.

@@ -1024,7 +1024,8 @@ static void run_pass(struct kunit *test, struct btrfs_balance_control *bctl,
 		KUNIT_EXPECT_EQ_MSG(test, action, expected[i], "%s, chunk %d",
 				    walk->counting ? "counting" : "relocating",
 				    i);
-		balance_walk_account(walk, chunk.type, action);
+		if (!balance_chunk_above_bound(bctl, &chunk))
+			balance_walk_account(walk, chunk.type, action);
 	}
 }
 
@@ -1059,9 +1060,11 @@ static void walk_test(struct kunit *test)
 		u64 relocated = 0;
 		int j;
 
+		/* The chunks above the bound are not taken against the limits. */
 		for (j = 0; j < p->nr; j++)
 			if (balance_type_index(p->types[j]) == i &&
-			    p->relocating[j] == RELOCATE)
+			    p->relocating[j] == RELOCATE &&
+			    (!p->bctl.bound || GIB(p->nr - j) < p->bctl.bound))
 				relocated++;
 		KUNIT_EXPECT_EQ_MSG(test, bctl.limit_taken[i],
 				    p->bctl.limit_taken[i] + relocated,
@@ -1168,6 +1171,12 @@ static const struct walk_case walk_cases[] = {
 	  { D, M, B_META | B_RAID1, M, S },
 	  { SKIP, COUNT, SKIP, COUNT, COUNT },
 	  { SKIP, RELOCATE, SKIP, RELOCATE, RELOCATE } },
+	{ "above the bound not taken against the limit",
+	  { .flags = T_META, .bound = GIB(3),
+	    .meta = { .flags = A_CONVERT | A_LIMIT, .target = B_RAID1,
+		      .limit = 1 } }, 4, { M, M, M, M },
+	  { COUNT, COUNT, COUNT, SKIP },
+	  { RELOCATE, RELOCATE, RELOCATE, SKIP } },
 	{ "above the bound nothing without a convert",
 	  { .flags = T_ALL, .bound = GIB(3) }, 5, { D, M, S, M, D },
 	  { SKIP, SKIP, SKIP, COUNT, COUNT },
@@ -2364,17 +2373,24 @@ static const struct outcome_case outcome_cases[] = {
 	{ "ENOSPC with a pause asked", -ENOSPC, true, false,
 	  BTRFS_BALANCE_ENDED },
 	{ "I/O error", -EIO, false, true, BTRFS_BALANCE_ENDED },
-	{ "a convert out of room", -ENOSPC, false, false, BTRFS_BALANCE_PAUSED,
-	  true },
-	{ "a convert out of room, a pause asked", -ENOSPC, true, false,
-	  BTRFS_BALANCE_PAUSED, true },
-	{ "a convert out of room, a cancel asked", -ENOSPC, false, true,
-	  BTRFS_BALANCE_ENDED, true },
-	{ "out of room, then canceled", -ECANCELED, false, true,
-	  BTRFS_BALANCE_CANCELED, true },
-	{ "out of room, then a fatal signal", -EINTR, false, false,
-	  BTRFS_BALANCE_CANCELED, true },
-	{ "out of room, yet done", 0, false, false, BTRFS_BALANCE_ENDED, true },
+	{ .name = "a convert out of room", .ret = -ENOSPC, .out_of_room = true,
+	  .outcome = BTRFS_BALANCE_PAUSED },
+	{ .name = "a convert out of room, a pause asked", .ret = -ENOSPC,
+	  .pause_req = true, .out_of_room = true,
+	  .outcome = BTRFS_BALANCE_PAUSED },
+	{ .name = "a convert out of room, a cancel asked", .ret = -ENOSPC,
+	  .cancel_req = true, .out_of_room = true,
+	  .outcome = BTRFS_BALANCE_ENDED },
+	{ .name = "out of room, then canceled", .ret = -ECANCELED,
+	  .cancel_req = true, .out_of_room = true,
+	  .outcome = BTRFS_BALANCE_CANCELED },
+	{ .name = "out of room, then a fatal signal", .ret = -EINTR,
+	  .out_of_room = true, .outcome = BTRFS_BALANCE_CANCELED },
+	{ .name = "out of room, then a fatal signal in relocation",
+	  .ret = -ECANCELED, .out_of_room = true,
+	  .outcome = BTRFS_BALANCE_CANCELED },
+	{ .name = "out of room, yet done", .ret = 0, .out_of_room = true,
+	  .outcome = BTRFS_BALANCE_ENDED },
 };
 
 KUNIT_ARRAY_PARAM_DESC(outcome, outcome_cases, name);
