@@ -2188,6 +2188,28 @@ static void expect_device_room_logged(struct __test_metadata *_metadata,
 		TH_LOG("the log:\n%s", k->text ? k->text : "(empty)");
 }
 
+/*
+ * The sysfs progress of a balance paused for room names the convert that
+ * ran out of it (@what: "<type>:<target>"), and what each of the 3 devices
+ * has left, as the log does.
+ */
+static void expect_out_of_room_shown(struct __test_metadata *_metadata,
+				     struct world *w, const char *what)
+{
+	char text[4096], line[64], key[64], val[32];
+	int devid;
+
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	snprintf(line, sizeof(line), "\nout_of_room %s\n", what);
+	EXPECT_NE(NULL, strstr(text, line)) TH_LOG("the file:\n%s", text);
+	for (devid = 1; devid <= 3; devid++) {
+		snprintf(key, sizeof(key), "devid_%d_unallocated", devid);
+		EXPECT_EQ(0, text_value(text, key, val, sizeof(val)))
+			TH_LOG("no %s in:\n%s", key, text);
+	}
+}
+
 static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 				     struct world *w, __u64 type)
 {
@@ -2231,6 +2253,7 @@ static void convert_runs_out_of_room(struct __test_metadata *_metadata,
 		EXPECT_EQ(0, balance_progress(w->fd, &p));
 		EXPECT_EQ(0ULL, p.state & BTRFS_BALANCE_STATE_RUNNING);
 		EXPECT_EQ(1, balance_item_present(w->fd));
+		expect_out_of_room_shown(_metadata, w, "system:raid1c3");
 		/*
 		 * Its work was done before the pause (the data chunk, and no
 		 * system chunk to walk): a resume ends the balance.
@@ -2432,7 +2455,7 @@ TEST_F_TIMEOUT(full_devices,
 	struct btrfs_ioctl_vol_args va;
 	struct balance_item_state st;
 	struct world *w = &self->w;
-	char path[PATH_SIZE];
+	char path[PATH_SIZE], text[4096];
 	struct chunk_list l;
 	struct kmsg k;
 	int i, ret;
@@ -2458,6 +2481,7 @@ TEST_F_TIMEOUT(full_devices,
 	EXPECT_EQ(1, kmsg_contains(&k, "balance: cannot convert metadata to raid1c3: the devices have no room for a chunk of it\n"))
 		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
 	kmsg_end(&k);
+	expect_out_of_room_shown(_metadata, w, "metadata:raid1c3");
 
 	/* Room for raid1c3 on devices 1, 2 and 4; only an add runs now. */
 	memset(&va, 0, sizeof(va));
@@ -2466,6 +2490,9 @@ TEST_F_TIMEOUT(full_devices,
 	request(&r, BTRFS_BALANCE_RESUME, NULL);
 	EXPECT_EQ(0, balance_v2(w->fd, &r));
 	EXPECT_EQ(0, balance_item_present(w->fd));
+	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+				   sizeof(text)));
+	EXPECT_NE(NULL, strstr(text, "\nout_of_room none\n"));
 	ASSERT_EQ(0, read_chunks(w->fd, &l));
 	for (i = 0; i < l.n; i++) {
 		EXPECT_FALSE(l.c[i].start >= st.bound &&

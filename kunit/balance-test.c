@@ -2126,7 +2126,7 @@ static void progress_format_test(struct kunit *test)
 		"system_bytes_expected 16384\nsystem_bytes_done 0\n"
 		"current_start 4294967296\ncurrent_length 1073741824\n"
 		"current_used 268435456\ncurrent_type data\n"
-		"current_profile raid1\n";
+		"current_profile raid1\nout_of_room none\n";
 	/* A page, as sysfs gives: sysfs_emit() refuses anything else. */
 	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
 	int len;
@@ -2141,10 +2141,35 @@ static void progress_format_test(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, str_has_prefix(buf, "state paused\n"));
 }
 
+/* The converts stopped for want of room, with their targets. */
+static void progress_format_out_of_room_test(struct kunit *test)
+{
+	struct btrfs_balance_control bctl = {
+		.flags = T_ALL,
+		.sys = { .flags = A_CONVERT, .target = B_RAID1C3 },
+		.meta = { .flags = A_CONVERT, .target = B_RAID1 },
+		.meta_convert_dropped = true,
+	};
+	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	balance_progress_format(&bctl, false, 0, buf);
+	KUNIT_EXPECT_NOT_NULL(test, strstr(buf, "\nout_of_room metadata:raid1\n"));
+	bctl.sys_convert_dropped = true;
+	balance_progress_format(&bctl, false, 0, buf);
+	KUNIT_EXPECT_NOT_NULL(test,
+			      strstr(buf, "\nout_of_room system:raid1c3 metadata:raid1\n"));
+	bctl.sys_convert_dropped = false;
+	bctl.meta_convert_dropped = false;
+	balance_progress_format(&bctl, false, 0, buf);
+	KUNIT_EXPECT_NOT_NULL(test, strstr(buf, "\nout_of_room none\n"));
+}
+
 /* Without a balance: the same lines, with state none and zeroes. */
 static void progress_format_none_test(struct kunit *test)
 {
-	const char *suffix = "\ncurrent_type none\ncurrent_profile none\n";
+	const char *suffix =
+		"\ncurrent_type none\ncurrent_profile none\nout_of_room none\n";
 	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
 	int len;
 
@@ -2515,6 +2540,7 @@ static struct kunit_case balance_progress_cases[] = {
 	KUNIT_CASE_PARAM(run_time_test, run_time_gen_params),
 	KUNIT_CASE(progress_format_test),
 	KUNIT_CASE(progress_format_none_test),
+	KUNIT_CASE(progress_format_out_of_room_test),
 	KUNIT_CASE_PARAM(run_outcome_test, outcome_gen_params),
 	{}
 };
