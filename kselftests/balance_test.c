@@ -2311,6 +2311,41 @@ TEST_F_TIMEOUT(full_devices,
 	convert_runs_out_of_room(_metadata, &self->w, BTRFS_BALANCE_METADATA);
 }
 
+struct ctl_call {
+	int fd;
+	int cmd;
+};
+
+static void *ctl_call(void *arg)
+{
+	const struct ctl_call *c = arg;
+
+	return (void *)(long)balance_ctl(c->fd, c->cmd);
+}
+
+/*
+ * Pause or cancel (@cmd) the balance of @w held at a hold point: the
+ * request is seen before the hold lets it go on, so it stops right there.
+ */
+static void stop_held(struct __test_metadata *_metadata, struct world *w,
+		      int cmd)
+{
+	struct ctl_call c = { .fd = w->fd, .cmd = cmd };
+	pthread_t tid;
+	void *ret;
+
+	ASSERT_EQ(0, pthread_create(&tid, NULL, ctl_call, &c));
+	EXPECT_EQ(0, wait_balance_state(w->fd,
+					cmd == BTRFS_BALANCE_CTL_PAUSE ?
+					BTRFS_BALANCE_STATE_PAUSE_REQ :
+					BTRFS_BALANCE_STATE_CANCEL_REQ,
+					HANG_MS));
+	EXPECT_EQ(0, balance_hold_set(0));
+	pthread_join(tid, &ret);
+	EXPECT_EQ(0L, (long)ret);
+	EXPECT_EQ(-ECANCELED, balance_thread_join(&w->bt));
+}
+
 /*
  * Metadata in raid1 and in one raid1c3 chunk, which is the profile metadata
  * allocates from, and no device room for another raid1c3 chunk: what a
@@ -2330,34 +2365,43 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 	struct chunk_list before, after;
 	const struct chunk *c = NULL;
 	struct kmsg k;
-	int fd, i;
+	int i, raid1 = 0, ret;
 
-	/* A second raid1 metadata chunk, the one the convert takes. */
-	fd = fs_sysfs_open(w->fd, "allocation/metadata/force_chunk_alloc",
-			   O_WRONLY);
-	ASSERT_LE(0, fd);
-	ASSERT_EQ(1, write(fd, "1", 1));
-	close(fd);
 	fill_then_resize(_metadata, w, sizes, path);
-	request(&a, BTRFS_BALANCE_METADATA, NULL);
-	a.meta.flags = BTRFS_BALANCE_ARGS_CONVERT | BTRFS_BALANCE_ARGS_LIMIT;
-	a.meta.target = BTRFS_BLOCK_GROUP_RAID1C3;
-	a.meta.limit = 1;
-	ASSERT_EQ(0, balance_v2(w->fd, &a));
-	/* The raid1c3 chunk took the room the resize gave: fill the rest. */
+	/*
+	 * A convert makes its raid1c3 chunk in the room the resize gave,
+	 * before it moves a tree block, and is cancelled there.  The raid1c3
+	 * chunk and the raid1 ones stay: the cleaner never deletes the last
+	 * block group of a profile.  (An empty raid1 chunk made for the
+	 * convert to take instead was deleted by the cleaner first now and
+	 * then, and the convert took the last raid1 chunk.)
+	 */
+	convert_request(&a, BTRFS_BALANCE_METADATA, BTRFS_BLOCK_GROUP_RAID1C3);
+	w->holds = true;
+	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	ret = wait_held(w, HOLD_IN_RELOCATION);
+	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
+				 ret, w->bt.ret);
+	stop_held(_metadata, w, BTRFS_BALANCE_CTL_CANCEL);
+	/* Fill what the raid1c3 chunk left of the room. */
 	snprintf(first, sizeof(first), "%s/fill1", w->env.mnt);
 	ASSERT_EQ(0, rename(path, first));
 	fill_then_resize(_metadata, w, none, path);
 
 	ASSERT_EQ(0, read_chunks(w->fd, &before));
 	for (i = 0; i < before.n; i++) {
-		if (chunk_kind(&before.c[i]) != BG_META ||
-		    chunk_profile(before.c[i].type) != BTRFS_BLOCK_GROUP_RAID1C3)
+		if (chunk_kind(&before.c[i]) != BG_META)
+			continue;
+		if (chunk_profile(before.c[i].type) == RAID1)
+			raid1++;
+		if (chunk_profile(before.c[i].type) != BTRFS_BLOCK_GROUP_RAID1C3)
 			continue;
 		ASSERT_EQ(NULL, c) log_chunks(_metadata, &before);
 		c = &before.c[i];
 	}
 	ASSERT_NE(NULL, c) log_chunks(_metadata, &before);
+	ASSERT_LT(0, raid1) log_chunks(_metadata, &before);
 
 	request(&a, BTRFS_BALANCE_METADATA, NULL);
 	a.meta.flags = BTRFS_BALANCE_ARGS_PROFILES;
@@ -2379,26 +2423,6 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 	EXPECT_EQ(0, unlink(path));
 	EXPECT_EQ(0, unlink(first));
 	EXPECT_EQ(0, syncfs(w->fd));
-}
-
-static void *pause_call(void *arg)
-{
-	return (void *)(long)balance_ctl(*(int *)arg, BTRFS_BALANCE_CTL_PAUSE);
-}
-
-/* Pause the balance of @w held at HOLD_RELOCATION: it stops right there. */
-static void pause_held(struct __test_metadata *_metadata, struct world *w)
-{
-	pthread_t tid;
-	void *ret;
-
-	ASSERT_EQ(0, pthread_create(&tid, NULL, pause_call, &w->fd));
-	EXPECT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
-					HANG_MS));
-	EXPECT_EQ(0, balance_hold_set(0));
-	pthread_join(tid, &ret);
-	EXPECT_EQ(0L, (long)ret);
-	EXPECT_EQ(-ECANCELED, balance_thread_join(&w->bt));
 }
 
 /*
@@ -2471,7 +2495,7 @@ TEST_F_TIMEOUT(full_devices,
 	ret = wait_held(w, HOLD_RELOCATION);
 	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
 				 ret, w->bt.ret);
-	pause_held(_metadata, w);
+	stop_held(_metadata, w, BTRFS_BALANCE_CTL_PAUSE);
 	ASSERT_EQ(0, balance_item_read(w->fd, &st));
 	ASSERT_NE(0ULL, st.bound);
 

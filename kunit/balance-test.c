@@ -398,6 +398,39 @@ static void room_too_little_test(struct kunit *test)
 			r->too_little);
 }
 
+struct stuck_case {
+	const char *name;
+	bool devices_have_room;
+	bool retried;
+	bool chunk_alloc_failed;
+	bool stuck;
+};
+
+static const struct stuck_case stuck_cases[] = {
+	{ "devices without room", false, false, false, true },
+	{ "devices without room, full mark of before", false, false, true,
+	  true },
+	{ "room, first miss", true, false, false, false },
+	{ "room, first miss, full mark of before", true, false, true, false },
+	/* Another task made a chunk twice in a row: seen in power-cut runs. */
+	{ "room, missed again without a failed chunk", true, true, false,
+	  false },
+	{ "room, a chunk of the target failed again", true, true, true, true },
+};
+
+KUNIT_ARRAY_PARAM_DESC(stuck, stuck_cases, name);
+
+static void metadata_convert_stuck_test(struct kunit *test)
+{
+	const struct stuck_case *c = test->param_value;
+
+	KUNIT_EXPECT_EQ(test,
+			balance_metadata_convert_stuck(c->devices_have_room,
+						       c->retried,
+						       c->chunk_alloc_failed),
+			c->stuck);
+}
+
 static struct kunit_case balance_profiles_cases[] = {
 	KUNIT_CASE_PARAM(profile_is_valid_test, valid_gen_params),
 	KUNIT_CASE(every_profile_alone_is_valid_test),
@@ -406,6 +439,7 @@ static struct kunit_case balance_profiles_cases[] = {
 	KUNIT_CASE_PARAM(restripe_target_test, restripe_gen_params),
 	KUNIT_CASE_PARAM(reduce_alloc_profile_test, alloc_gen_params),
 	KUNIT_CASE_PARAM(room_too_little_test, room_gen_params),
+	KUNIT_CASE_PARAM(metadata_convert_stuck_test, stuck_gen_params),
 	{}
 };
 
