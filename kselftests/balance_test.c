@@ -2586,7 +2586,7 @@ TEST_F_TIMEOUT(soft_convert, fits_in_the_room_of_the_target_chunks, 180)
 	a.data.vstart = top->start;
 	a.data.vend = top->start + 1;
 	ASSERT_EQ(0, balance_v2(w->fd, &a));
-	ASSERT_EQ(1, a.stat.completed);
+	ASSERT_EQ(1ULL, a.stat.completed);
 
 	fd = fs_sysfs_open(w->fd, "allocation/metadata/force_chunk_alloc",
 			   O_WRONLY);
@@ -2687,12 +2687,12 @@ TEST_F_TIMEOUT(fill, dry_run_counts_what_the_balance_then_relocates, 120)
 	EXPECT_EQ(1, kmsg_contains(&k, "balance: dry run: would relocate 2 data, 0 metadata and 0 system chunks, using 8388608, 0 and 0 bytes"))
 		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
 	kmsg_end(&k);
-	EXPECT_EQ(2, a.types[0].chunks_expected);
+	EXPECT_EQ(2ULL, a.types[0].chunks_expected);
 	EXPECT_EQ(FILL_B, a.types[0].bytes_expected);
-	EXPECT_EQ(0, a.types[1].chunks_expected);
-	EXPECT_EQ(0, a.types[2].chunks_expected);
-	EXPECT_EQ(0, a.types[0].chunks_done);
-	EXPECT_EQ(0, a.types[0].bytes_done);
+	EXPECT_EQ(0ULL, a.types[1].chunks_expected);
+	EXPECT_EQ(0ULL, a.types[2].chunks_expected);
+	EXPECT_EQ(0ULL, a.types[0].chunks_done);
+	EXPECT_EQ(0ULL, a.types[0].bytes_done);
 	/* The same request, for real: exactly those. */
 	moves[0] = self->f.b;
 	moves[1] = self->f.c;
@@ -2712,13 +2712,13 @@ TEST_F_TIMEOUT(fill, dry_run_of_a_full_balance_counts_every_chunk, 120)
 	request(&a, ALL_TYPES, NULL);
 	dry_run(_metadata, &self->w, &a, &k);
 	kmsg_end(&k);
-	EXPECT_EQ(count_kind(&l, BG_DATA), a.types[0].chunks_expected);
-	EXPECT_EQ(count_kind(&l, BG_META), a.types[1].chunks_expected);
-	EXPECT_EQ(count_kind(&l, BG_SYS), a.types[2].chunks_expected);
+	EXPECT_EQ((__u64)count_kind(&l, BG_DATA), a.types[0].chunks_expected);
+	EXPECT_EQ((__u64)count_kind(&l, BG_META), a.types[1].chunks_expected);
+	EXPECT_EQ((__u64)count_kind(&l, BG_SYS), a.types[2].chunks_expected);
 	EXPECT_EQ(FILL_A + FILL_B, a.types[0].bytes_expected);
 	/* Metadata is in use, system too: not exact, the trees change. */
-	EXPECT_LT(0, a.types[1].bytes_expected);
-	EXPECT_LT(0, a.types[2].bytes_expected);
+	EXPECT_LT(0ULL, a.types[1].bytes_expected);
+	EXPECT_LT(0ULL, a.types[2].bytes_expected);
 	EXPECT_EQ(a.types[0].chunks_expected + a.types[1].chunks_expected +
 		  a.types[2].chunks_expected, (__u64)l.n);
 }
