@@ -8,7 +8,7 @@ LDFLAGS += -static
 
 all: tools/balance-status
 
-tools/balance-status: tools/balance-status.c
+tools/balance-status: tools/balance-status.c tools/balance-abi.h
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 clean:

@@ -142,8 +142,9 @@ build_kselftests() {
 
 # stage_kselftests DIR: what goes to /selftests: the build output (the
 # compiled tests) plus the scripts and files of kselftests/ that a kselftest
-# install would add (TEST_PROGS *.sh, TEST_FILES *.inc and "settings"),
-# scripts made executable, and tools/balance-status (built by make) in bin/.
+# install would add (TEST_PROGS *.sh, TEST_FILES *.inc and "settings",
+# kselftest/ktap_helpers.sh), scripts made executable, and
+# tools/balance-status (built by make) in bin/.
 # A step's command (no errexit): checks its commands itself.
 stage_kselftests() {
 	local f
@@ -154,6 +155,10 @@ stage_kselftests() {
 		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" || return ;; esac
 	done
 	find "$1" -name '*.o' -delete || return
+	# The tree's ktap_helpers.sh for the shell tests, where a kselftest
+	# install puts it beside them; in a subfolder: not a test
+	mkdir -p "$1/kselftest" &&
+		cp "$TREE/tools/testing/selftests/kselftest/ktap_helpers.sh" "$1/kselftest/" || return
 	# tools/balance-status for status_tool_test.sh; in a subfolder: not a test
 	make -C "$RESTRIPER_ROOT" tools/balance-status || return
 	mkdir -p "$1/bin" && cp "$RESTRIPER_ROOT/tools/balance-status" "$1/bin/" || return

@@ -31,8 +31,8 @@
 #      $CACHE/build/bench-series (bench-series-rev with --series-rev); base
 #      from the worktree $CACHE/base-tree of tag "base", series from the
 #      kernel tree as it is or --series-rev);
-#   2. bench/upstream_dry_run.c, static (its own definitions of the flag and
-#      of the series' layout of the args: one program for both kernels), and
+#   2. bench/upstream_dry_run.c, static (the flag and the series' layout of
+#      the args from tools/balance-abi.h: one program for both kernels), and
 #      an initramfs with it (vm/make-initramfs.sh);
 #   3. each kernel booted once (vm/run-vm.sh, 2 sparse 1G virtio disks, the
 #      images btrfs-checked on the host afterwards): the program makes a

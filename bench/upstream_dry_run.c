@@ -30,9 +30,9 @@
  * "DRYRUN DONE status=<n>".  Exit status: 0 when every check passed, 1
  * otherwise, 2 when the set-up failed.
  *
- * Its own definitions of the two constants and of the series' layout of
- * struct btrfs_ioctl_balance_args: it builds against the system's uapi
- * headers and runs on both kernels.
+ * The series' layout of struct btrfs_ioctl_balance_args and its flags come
+ * from tools/balance-abi.h: it builds against the system's uapi headers
+ * and runs on both kernels.
  *
  * Build: gcc -static -O2 -Wall -Wextra -o upstream_dry_run upstream_dry_run.c
  */
@@ -56,39 +56,17 @@
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
 
-#define DRY_RUN		(1ULL << 8)	/* BTRFS_BALANCE_DRY_RUN */
-#define EXT_ESTIMATE	(1ULL << 0)	/* BTRFS_BALANCE_EXT_ESTIMATE */
+#include "../tools/balance-abi.h"
+
 #ifdef BTRFS_BALANCE_DRY_RUN
-_Static_assert(BTRFS_BALANCE_DRY_RUN == DRY_RUN, "BTRFS_BALANCE_DRY_RUN");
+_Static_assert(BTRFS_BALANCE_DRY_RUN == BALANCE_DRY_RUN, "BTRFS_BALANCE_DRY_RUN");
 #endif
 #ifdef BTRFS_BALANCE_EXT_ESTIMATE
 _Static_assert(BTRFS_BALANCE_EXT_ESTIMATE == EXT_ESTIMATE, "EXT_ESTIMATE");
 #endif
-
-/* struct btrfs_ioctl_balance_args as the series lays it out (docs/abi.md). */
-struct type_estimate {
-	__u64 chunks_expected;
-	__u64 chunks_done;
-	__u64 bytes_expected;
-	__u64 bytes_done;
-};
-
-struct balance_args {
-	__u64 flags;
-	__u64 state;
-	struct btrfs_balance_args data, meta, sys;
-	struct btrfs_balance_progress stat;
-	__u64 ext_flags;			/* unused[0] upstream */
-	struct type_estimate types[3];		/* data, metadata, system */
-	__u64 unused[59];
-};
-
-_Static_assert(sizeof(struct balance_args) == 1024, "balance args size");
-_Static_assert(sizeof(struct balance_args) ==
+_Static_assert(sizeof(struct bal_ioctl_args) ==
 	       sizeof(struct btrfs_ioctl_balance_args), "upstream's size");
-_Static_assert(offsetof(struct balance_args, ext_flags) == 448, "ext_flags");
-_Static_assert(offsetof(struct balance_args, types) == 456, "types");
-_Static_assert(offsetof(struct balance_args, stat) ==
+_Static_assert(offsetof(struct bal_ioctl_args, stat) ==
 	       offsetof(struct btrfs_ioctl_balance_args, stat), "stat");
 
 #define MNT		"/mnt/dryrun"
@@ -456,7 +434,7 @@ static void make_fs(void)
 int main(void)
 {
 	static struct chunks before, after, control;
-	struct balance_args a, p;
+	struct bal_ioctl_args a, p;
 	const char *v;
 	char expect[32] = "", exclop[64], dmesg_first[512], lbl[64] = "unknown";
 	bool want_estimate;
@@ -493,12 +471,12 @@ int main(void)
 
 	/* The dry run: a full data balance if bit 8 were ignored. */
 	memset(&a, 0, sizeof(a));
-	a.flags = BTRFS_BALANCE_DATA | DRY_RUN;
+	a.flags = BALANCE_DATA | BALANCE_DRY_RUN;
 	errno = 0;
 	ret = ioctl(fd, BTRFS_IOC_BALANCE_V2, &a);
 	err = ret < 0 ? errno : 0;
 	printf("# BTRFS_IOC_BALANCE_V2 flags=0x%llx: returned %d, errno %s\n",
-	       (unsigned long long)(BTRFS_BALANCE_DATA | DRY_RUN), ret, errno_name(err));
+	       (unsigned long long)(BALANCE_DATA | BALANCE_DRY_RUN), ret, errno_name(err));
 
 	if (read_chunks(fd, &after))
 		setup_failed("BTRFS_IOC_TREE_SEARCH (chunk tree)");

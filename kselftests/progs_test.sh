@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # btrfs balance through the real client: Debian's btrfs-progs 6.2 (btrfs,
-# mkfs.btrfs), unchanged, against the patched kernel.  TAP (kselftest style).
+# mkfs.btrfs), unchanged, against the patched kernel.  KTAP (ktap_helpers.sh).
 # Runs as root in the test VM (busybox sh); it reformats the devices.
 #
 # Environment: BTRFS_TEST_DEVS (block devices; the first 3 are used),
@@ -28,7 +28,6 @@ MNT=${BTRFS_TEST_MNT:-/mnt/test}
 BIG_MB=${PROGS_TEST_BIG_MB:-96}
 PLAN=11
 NUM=0
-FAILED=0
 MOUNTED=0
 FS_DEV=
 BG_PID=
@@ -36,29 +35,30 @@ MARK=
 MARKN=0
 
 # diag, failed, run_expect, expect_out
-# shellcheck source=kselftests/tap_helpers.inc
-. "$(dirname "$0")/tap_helpers.inc"
-tap_ok() { echo "ok $NUM - $1"; }
-tap_fail() { echo "not ok $NUM - $1"; FAILED=$((FAILED + 1)); }
+# shellcheck source=kselftests/test_helpers.inc
+. "$(dirname "$0")/test_helpers.inc"
+# The results: ktap_print_header, ktap_set_plan, ktap_test_result, ...
+# shellcheck source=/dev/null # the tree's, staged by run_selftests.sh
+. "$(dirname "$0")/kselftest/ktap_helpers.sh"
 uptime_s() { cut -d. -f1 /proc/uptime; }
 
-echo "TAP version 13"
+ktap_print_header
 ndevs=0
 for d in $DEVS; do [ -b "$d" ] && ndevs=$((ndevs + 1)); done
 if [ "$ndevs" -lt 3 ]; then
-	echo "1..0 # SKIP needs 3 block devices in BTRFS_TEST_DEVS, found $ndevs"
-	exit 4
+	ktap_skip_all "needs 3 block devices in BTRFS_TEST_DEVS, found $ndevs"
+	exit "$KSFT_SKIP"
 fi
 if [ "$(id -u)" != 0 ]; then
-	echo "1..0 # SKIP must run as root"
-	exit 4
+	ktap_skip_all "must run as root"
+	exit "$KSFT_SKIP"
 fi
 for t in btrfs mkfs.btrfs; do
-	command -v "$t" >/dev/null || { echo "Bail out! $t not found"; exit 1; }
+	command -v "$t" >/dev/null || ktap_exit_fail_msg "$t not found"
 done
-TMP=$(mktemp -d /tmp/progs_test.XXXXXX) || { echo "Bail out! mktemp"; exit 1; }
+TMP=$(mktemp -d /tmp/progs_test.XXXXXX) || ktap_exit_fail_msg "mktemp"
 mkdir -p "$MNT"
-echo "1..$PLAN"
+ktap_set_plan "$PLAN"
 diag "btrfs-progs: $(btrfs --version 2>&1), devices: $DEVS, mount point: $MNT"
 
 # relocated MIN [MAX]: OUT has "Done, had to relocate N out of M chunks" with
@@ -261,7 +261,7 @@ run_test() { # DESCRIPTION FUNCTION
 	RT_RC=$?
 	cleanup || RT_RC=1
 	diag "($(($(uptime_s) - RT_T0)) s)"
-	if [ "$RT_RC" -eq 0 ]; then tap_ok "$1"; else tap_fail "$1"; fi
+	ktap_test_result "$1" [ "$RT_RC" -eq 0 ]
 }
 
 final_cleanup() {
@@ -448,6 +448,4 @@ run_test "-dusage=0..60 relocates the half full chunk, logged as such" t_usage_r
 run_test "the start line logs \"-dusage=50 -m -s\" for -dusage=50 -m" t_start_message
 
 [ "$NUM" -eq "$PLAN" ] || diag "BUG: ran $NUM tests, planned $PLAN"
-diag "$FAILED of $NUM failed"
-[ "$FAILED" -eq 0 ] && exit 0
-exit 1
+ktap_finished

@@ -4,7 +4,7 @@
 # tools/balance-status (the repository's userspace program, staged as
 # /selftests/bin/balance-status) against the patched kernel: the byte
 # progress bar, the chunk being relocated, the table per type, a paused
-# balance, and bad input.  TAP (kselftest style).  Runs as root in the
+# balance, and bad input.  KTAP (ktap_helpers.sh).  Runs as root in the
 # test VM (busybox sh); it reformats the devices.
 #
 # The balance is held before each chunk by the debug hold point
@@ -23,32 +23,32 @@ HOLD_RELOCATION=1	# before each chunk
 HOLD_IN_RELOCATION=4	# inside a relocation, after each extent
 PLAN=4
 NUM=0
-FAILED=0
 BAL_PID=
 
 # diag, failed, run_expect, expect_out
-# shellcheck source=kselftests/tap_helpers.inc
-. "$(dirname "$0")/tap_helpers.inc"
+# shellcheck source=kselftests/test_helpers.inc
+. "$(dirname "$0")/test_helpers.inc"
+# The results: ktap_print_header, ktap_set_plan, ktap_test_result, ...
+# shellcheck source=/dev/null # the tree's, staged by run_selftests.sh
+. "$(dirname "$0")/kselftest/ktap_helpers.sh"
 
-echo "TAP version 13"
+ktap_print_header
 # shellcheck disable=SC2086 # a list of devices
 set -- $DEVS
 if [ $# -lt 2 ]; then
-	echo "1..0 # SKIP needs 2 block devices in BTRFS_TEST_DEVS"
-	exit 4
+	ktap_skip_all "needs 2 block devices in BTRFS_TEST_DEVS"
+	exit "$KSFT_SKIP"
 fi
 DEV1=$1 DEV2=$2
 if [ ! -x "$BS" ]; then
-	echo "Bail out! $BS not found (make at the top of the repository)"
-	exit 1
+	ktap_exit_fail_msg "$BS not found (make at the top of the repository)"
 fi
 # The tests need the hold points: without them they test nothing, a failure.
 if [ ! -w "$HOLD" ]; then
-	echo "Bail out! no $HOLD (a kernel without CONFIG_BTRFS_DEBUG's hold points)"
-	exit 1
+	ktap_exit_fail_msg "no $HOLD (a kernel without CONFIG_BTRFS_DEBUG's hold points)"
 fi
 mkdir -p "$MNT"
-echo "1..$PLAN"
+ktap_set_plan "$PLAN"
 
 # expect_line REGEX: a line of OUT matches the extended regular expression.
 expect_line() {
@@ -111,12 +111,7 @@ cleanup() {
 
 run_test() { # DESCRIPTION FUNCTION
 	NUM=$((NUM + 1))
-	if "$2"; then
-		echo "ok $NUM - $1"
-	else
-		echo "not ok $NUM - $1"
-		FAILED=$((FAILED + 1))
-	fi
+	ktap_test_result "$1" "$2"
 	cleanup
 }
 
@@ -190,6 +185,4 @@ run_test "inside a relocation: the chunk being relocated is named" t_relocating_
 run_test "a paused convert: -w stops and shows what was done" t_paused
 run_test "bad input: usage errors exit 2, a path that is not btrfs exits 1" t_bad_input
 
-diag "$FAILED of $NUM failed"
-[ "$FAILED" -eq 0 ] && exit 0
-exit 1
+ktap_finished

@@ -24,9 +24,9 @@
  *	vrange=A..B, limit=N or N..M, stripes=N..M, convert=P, soft,
  *	separated by commas.  No type flag: all three, no filter.
  *
- * The ABI of the balance ioctls is written out here (struct layouts and
- * numbers are facts of the kernel's uapi), so that the program builds
- * with the headers of any distribution.  The dry run is sent only to a
+ * The ABI of the balance ioctls is written out in balance-abi.h (struct
+ * layouts and numbers are facts of the kernel's uapi), so that the
+ * program builds with the headers of any distribution.  The dry run is sent only to a
  * kernel that has /sys/fs/btrfs/features/balance_dry_run: one without the
  * flag may run the balance for real instead of refusing it.
  *
@@ -43,99 +43,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 
-#define BTRFS_IOCTL_MAGIC	0x94
-
-#define BALANCE_DATA		(1ULL << 0)
-#define BALANCE_SYSTEM		(1ULL << 1)
-#define BALANCE_METADATA	(1ULL << 2)
-#define BALANCE_TYPES		(BALANCE_DATA | BALANCE_SYSTEM | BALANCE_METADATA)
-#define BALANCE_FORCE		(1ULL << 3)
-#define BALANCE_DRY_RUN		(1ULL << 8)
-
-#define ARGS_PROFILES		(1ULL << 0)
-#define ARGS_USAGE		(1ULL << 1)
-#define ARGS_DEVID		(1ULL << 2)
-#define ARGS_DRANGE		(1ULL << 3)
-#define ARGS_VRANGE		(1ULL << 4)
-#define ARGS_LIMIT		(1ULL << 5)
-#define ARGS_LIMIT_RANGE	(1ULL << 6)
-#define ARGS_STRIPES_RANGE	(1ULL << 7)
-#define ARGS_CONVERT		(1ULL << 8)
-#define ARGS_SOFT		(1ULL << 9)
-#define ARGS_USAGE_RANGE	(1ULL << 10)
-
-#define STATE_RUNNING		(1ULL << 0)
-#define STATE_PAUSE_REQ		(1ULL << 1)
-#define STATE_CANCEL_REQ	(1ULL << 2)
-
-#define EXT_ESTIMATE		(1ULL << 0)
-#define EXT_PROGRESS		(1ULL << 1)
-
-#define BG_DATA			(1ULL << 0)
-#define BG_SYSTEM		(1ULL << 1)
-#define BG_METADATA		(1ULL << 2)
-#define BG_PROFILES		(0x7f8ULL)
-
-/* struct btrfs_balance_args: 136 bytes */
-struct bal_args {
-	uint64_t profiles;
-	union {
-		uint64_t usage;
-		struct {
-			uint32_t usage_min;
-			uint32_t usage_max;
-		};
-	};
-	uint64_t devid;
-	uint64_t pstart;
-	uint64_t pend;
-	uint64_t vstart;
-	uint64_t vend;
-	uint64_t target;
-	uint64_t flags;
-	union {
-		uint64_t limit;
-		struct {
-			uint32_t limit_min;
-			uint32_t limit_max;
-		};
-	};
-	uint32_t stripes_min;
-	uint32_t stripes_max;
-	uint64_t unused[6];
-};
-
-struct bal_type_progress {
-	uint64_t chunks_expected;
-	uint64_t chunks_done;
-	uint64_t bytes_expected;
-	uint64_t bytes_done;
-};
-
-/* struct btrfs_ioctl_balance_args: 1024 bytes, the same on every kernel */
-struct bal_ioctl_args {
-	uint64_t flags;
-	uint64_t state;
-	struct bal_args data, meta, sys;
-	uint64_t expected, considered, completed;
-	/* 0 from a kernel that does not fill what follows */
-	uint64_t ext_flags;
-	struct bal_type_progress types[3];
-	/* with EXT_PROGRESS */
-	uint64_t start_time;		/* seconds since the epoch, 0: unknown */
-	uint64_t run_time_ms;		/* pauses left out */
-	uint64_t current_start;		/* the chunk being relocated */
-	uint64_t current_length;
-	uint64_t current_type;		/* 0 between two chunks */
-	uint64_t current_used;
-	uint64_t unused[53];
-};
-
-_Static_assert(sizeof(struct bal_args) == 136, "btrfs_balance_args");
-_Static_assert(sizeof(struct bal_ioctl_args) == 1024, "balance ioctl args");
-
-#define IOC_BALANCE_V2		_IOWR(BTRFS_IOCTL_MAGIC, 32, struct bal_ioctl_args)
-#define IOC_BALANCE_PROGRESS	_IOR(BTRFS_IOCTL_MAGIC, 34, struct bal_ioctl_args)
+#include "balance-abi.h"
 
 static const char *const type_names[3] = { "data", "metadata", "system" };
 
@@ -447,7 +355,8 @@ static void report_bytes(const char *mnt, const struct bal_ioctl_args *a,
 	printf("%s%s: %s %s %5.1f%% %s of %s, %llu of %llu chunks, %s/s, %s left%s%s",
 	       live ? "\r\033[K" : "", mnt, state_name(a->state), b, pct,
 	       human(done, h1, sizeof(h1)), human(total, h2, sizeof(h2)),
-	       (unsigned long long)a->completed, (unsigned long long)a->expected,
+	       (unsigned long long)a->stat.completed,
+	       (unsigned long long)a->stat.expected,
 	       human((uint64_t)rate, h3, sizeof(h3)), eta, now,
 	       live ? "" : "\n");
 	fflush(stdout);
@@ -494,7 +403,7 @@ static void report_chunks(const char *mnt, const struct bal_ioctl_args *a,
 			  uint64_t first_done, double first_t, double t,
 			  int live)
 {
-	uint64_t total = a->expected, done = a->completed;
+	uint64_t total = a->stat.expected, done = a->stat.completed;
 	double rate = 0;
 	char b[48], eta[32] = "-";
 
@@ -506,7 +415,7 @@ static void report_chunks(const char *mnt, const struct bal_ioctl_args *a,
 	printf("%s%s: %s %s %llu of %llu chunks (%llu considered), %.2f chunks/s, %s left%s",
 	       live ? "\r\033[K" : "", mnt, state_name(a->state), b,
 	       (unsigned long long)done, (unsigned long long)total,
-	       (unsigned long long)a->considered, rate, eta,
+	       (unsigned long long)a->stat.considered, rate, eta,
 	       live ? "" : "\n");
 	fflush(stdout);
 }
@@ -532,7 +441,7 @@ static int progress(int fd, const char *mnt, int watch, double interval)
 		}
 		if (!n) {
 			bytes = !!(a.ext_flags & EXT_PROGRESS);
-			first_done = a.completed;
+			first_done = a.stat.completed;
 			first_t = now_s();
 			if (!bytes)
 				printf("%s: the kernel reports chunks, not bytes: the bar counts chunks\n",
