@@ -7,16 +7,8 @@
  * tests share.
  *
  * Include it after btrfs_util.h and kselftest_harness.h, once the program
- * has defined HANG_MS (a wait that only a hang reaches, in ms) and its
- * struct world, which has at least these members:
- *
- *	struct test_env env;
- *	int ndevs;		devices btrfs check scans: the first ndevs
- *	int fd;			the mount point, open; -1 when closed
- *	bool mounted;
- *	struct kmsg kmsg;	the kernel log since the setup
- *	int uffd;		a userfaultfd of the test, or -1
- *	int nfiles;		files f00.. of make_data_chunks()
+ * has defined HANG_MS (a wait that only a hang reaches, in ms).  A program's
+ * world holds a struct fs_world, the part these helpers use.
  *
  * A teardown is world_teardown_begin(), then what stops the program's own
  * threads and calls, then world_teardown_end().
@@ -30,6 +22,17 @@
 
 #define DATA_FILE_SIZE	SZ_1M	/* the file each data chunk of the setup holds */
 #define MAX_DATA_FILES	16
+
+/* The filesystem of a test, and what its helpers below keep. */
+struct fs_world {
+	struct test_env env;
+	int ndevs;		/* btrfs check scans devices 0..ndevs-1 */
+	int fd;			/* the mount point, open; -1: closed */
+	bool mounted;
+	struct kmsg kmsg;	/* the kernel log since the setup */
+	int uffd;		/* a userfaultfd of the test, or -1 */
+	int nfiles;		/* files f00.. of make_data_chunks() */
+};
 
 /* ---- Threads of this process ---- */
 
@@ -110,8 +113,8 @@ static inline bool mounted_on(const char *mnt)
 
 /* Mount the first @ndevs devices with @flags, and options @more if any. */
 static inline void world_mount(struct __test_metadata *_metadata,
-			       struct world *w, int ndevs, unsigned long flags,
-			       const char *more)
+			       struct fs_world *w, int ndevs,
+			       unsigned long flags, const char *more)
 {
 	char opts[256];
 	int ret;
@@ -132,7 +135,7 @@ static inline void world_mount(struct __test_metadata *_metadata,
 }
 
 static inline void world_umount(struct __test_metadata *_metadata,
-				struct world *w)
+				struct fs_world *w)
 {
 	int ret;
 
@@ -149,7 +152,7 @@ static inline void world_umount(struct __test_metadata *_metadata,
  * hold points).
  */
 static inline bool world_setup(struct __test_metadata *_metadata,
-			       struct world *w, int ndevs, int needed,
+			       struct fs_world *w, int ndevs, int needed,
 			       const char *data, const char *meta,
 			       const char *size, unsigned long flags)
 {
@@ -188,7 +191,7 @@ static inline bool world_setup(struct __test_metadata *_metadata,
  * userfaultfd page gets -EFAULT.
  */
 static inline void world_teardown_begin(struct __test_metadata *_metadata,
-					struct world *w)
+					struct fs_world *w)
 {
 	EXPECT_EQ(0, balance_hold_set(0));
 	EXPECT_EQ(0, balance_hold_skip_set(0));
@@ -199,7 +202,7 @@ static inline void world_teardown_begin(struct __test_metadata *_metadata,
 
 /* The end of a teardown, once no call runs: unmount, btrfs check. */
 static inline void world_teardown_end(struct __test_metadata *_metadata,
-				      struct world *w)
+				      struct fs_world *w)
 {
 	int ret = 0;
 
@@ -247,7 +250,7 @@ static inline __u64 used_of_type(const struct chunk_list *l, __u64 bg_type)
  * split, e.g. by a superblock copy), and the new one holds that piece.
  */
 static inline void fill_data_chunks(struct __test_metadata *_metadata,
-				    struct world *w, int idx)
+				    struct fs_world *w, int idx)
 {
 	__u64 total, now, off;
 	char path[PATH_SIZE];
@@ -279,7 +282,7 @@ static inline void fill_data_chunks(struct __test_metadata *_metadata,
  * The highest chunk, where the balance walk starts, is data.
  */
 static inline void make_data_chunks(struct __test_metadata *_metadata,
-				    struct world *w, int n)
+				    struct fs_world *w, int n)
 {
 	__u64 end = now_ms() + HANG_MS, used;
 	char path[PATH_SIZE];
@@ -365,7 +368,7 @@ static inline int add_device(int fd, const char *path)
 /* ---- Checks ---- */
 
 static inline void expect_exclop(struct __test_metadata *_metadata,
-				 struct world *w, const char *want)
+				 struct fs_world *w, const char *want)
 {
 	char op[64];
 
@@ -375,7 +378,7 @@ static inline void expect_exclop(struct __test_metadata *_metadata,
 
 /* Progress shows a paused balance of @flags, whose item is on disk. */
 static inline void expect_paused(struct __test_metadata *_metadata,
-				 struct world *w, __u64 flags,
+				 struct fs_world *w, __u64 flags,
 				 struct btrfs_ioctl_balance_args *p)
 {
 	ASSERT_EQ(0, balance_progress(w->fd, p)) TH_LOG("no paused balance");
@@ -387,7 +390,7 @@ static inline void expect_paused(struct __test_metadata *_metadata,
 
 /* No balance, in memory or on disk, and the exclusive operation is free. */
 static inline void expect_no_balance(struct __test_metadata *_metadata,
-				     struct world *w)
+				     struct fs_world *w)
 {
 	struct btrfs_ioctl_balance_args p;
 
@@ -397,14 +400,14 @@ static inline void expect_no_balance(struct __test_metadata *_metadata,
 }
 
 static inline void expect_log(struct __test_metadata *_metadata,
-			      struct world *w, const char *text)
+			      struct fs_world *w, const char *text)
 {
 	EXPECT_EQ(1, kmsg_contains(&w->kmsg, text))
 		TH_LOG("not in the kernel log: \"%s\"", text);
 }
 
 static inline void expect_all_data(struct __test_metadata *_metadata,
-				   struct world *w, __u64 profile)
+				   struct fs_world *w, __u64 profile)
 {
 	struct chunk_list l;
 	char desc[128];
@@ -426,7 +429,7 @@ static inline void expect_all_data(struct __test_metadata *_metadata,
  * attempt stopped by a pause).
  */
 static inline void expect_each_relocated_once(struct __test_metadata *_metadata,
-					      struct world *w,
+					      struct fs_world *w,
 					      const struct chunk_list *before,
 					      __u64 bound, int twice)
 {
@@ -454,7 +457,7 @@ static inline void expect_each_relocated_once(struct __test_metadata *_metadata,
 
 /* No chunk is left below @bound: every chunk of the start was relocated. */
 static inline void expect_none_below(struct __test_metadata *_metadata,
-				     struct world *w, __u64 bound)
+				     struct fs_world *w, __u64 bound)
 {
 	struct chunk_list l;
 	char desc[128];
@@ -470,7 +473,7 @@ static inline void expect_none_below(struct __test_metadata *_metadata,
 
 /* A page whose first read by anyone, the kernel too, waits for the test. */
 static inline void *uffd_page(struct __test_metadata *_metadata,
-			      struct world *w)
+			      struct fs_world *w)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct uffdio_register reg;
@@ -499,7 +502,7 @@ static inline void *uffd_page(struct __test_metadata *_metadata,
  * which call never did) and read the fault into @msg.
  */
 static inline void uffd_wait(struct __test_metadata *_metadata,
-			     struct world *w, struct uffd_msg *msg,
+			     struct fs_world *w, struct uffd_msg *msg,
 			     const char *what)
 {
 	struct pollfd pfd;
@@ -516,7 +519,7 @@ static inline void uffd_wait(struct __test_metadata *_metadata,
  * arrive: they name @path.
  */
 static inline void uffd_give_dev_args(struct __test_metadata *_metadata,
-				      struct world *w, void *map,
+				      struct fs_world *w, void *map,
 				      const char *path)
 {
 	long page = sysconf(_SC_PAGESIZE);

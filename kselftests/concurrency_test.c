@@ -121,21 +121,16 @@ struct load {
 
 /* ---- A world: a fresh filesystem for each test (btrfs_world.h) ---- */
 
-/* What btrfs_world.h needs, and the jobs and the load of a test. */
+#include "btrfs_world.h"
+
+/* A test: its filesystem (btrfs_world.h), its jobs and its load. */
 struct world {
-	struct test_env env;
-	int ndevs;		/* devices btrfs check scans: the first ndevs */
-	int fd;			/* the mount point, open */
-	bool mounted;
-	struct kmsg kmsg;
-	int nfiles;		/* files f00.. of the setup, DATA_FILE_SIZE each */
+	struct fs_world fs;
 	struct job jobs[MAX_JOBS];
 	struct job *bal;	/* the balance started by the test */
 	struct load load;
-	int uffd;
 };
 
-#include "btrfs_world.h"
 
 /* ---- Jobs: their threads and calls ---- */
 
@@ -419,7 +414,7 @@ static struct job *job_new(struct __test_metadata *_metadata, struct world *w)
 		if (!w->jobs[i].used) {
 			memset(&w->jobs[i], 0, sizeof(w->jobs[i]));
 			w->jobs[i].used = true;
-			w->jobs[i].fd = w->fd;
+			w->jobs[i].fd = w->fs.fd;
 			return &w->jobs[i];
 		}
 	}
@@ -478,9 +473,9 @@ static void load_start(struct __test_metadata *_metadata, struct world *w,
 	ASSERT_GE(MAX_READERS, nreaders);
 	memset(l, 0, sizeof(*l));
 	pthread_mutex_init(&l->lock, NULL);
-	ASSERT_GT(sizeof(l->mnt), strlen(w->env.mnt));
-	memcpy(l->mnt, w->env.mnt, strlen(w->env.mnt) + 1);
-	l->nbase = w->nfiles;
+	ASSERT_GT(sizeof(l->mnt), strlen(w->fs.env.mnt));
+	memcpy(l->mnt, w->fs.env.mnt, strlen(w->fs.env.mnt) + 1);
+	l->nbase = w->fs.nfiles;
 	l->nwriters = nwriters;
 	l->nreaders = nreaders;
 	for (i = 0; i < nwriters; i++) {
@@ -519,7 +514,8 @@ static void load_wait(struct __test_metadata *_metadata, struct world *w,
 		ready = __atomic_load_n(&l->reads, __ATOMIC_RELAXED) >= reads;
 		for (k = 0; k < l->nwriters; k++)
 			ready = ready &&
-				__atomic_load_n(&l->done[k], __ATOMIC_ACQUIRE) >=
+				__atomic_load_n(&l->done[k],
+						__ATOMIC_ACQUIRE) >=
 				files;
 		if (!ready)
 			usleep(2000);
@@ -545,8 +541,8 @@ static void verify_all(struct __test_metadata *_metadata, struct world *w)
 	int i, k, ret;
 
 	ASSERT_EQ(0, drop_page_cache());
-	for (i = 0; i < w->nfiles; i++) {
-		ret = read_back(w->env.mnt, i, DATA_FILE_SIZE, &bad);
+	for (i = 0; i < w->fs.nfiles; i++) {
+		ret = read_back(w->fs.env.mnt, i, DATA_FILE_SIZE, &bad);
 		ASSERT_EQ(0, ret) TH_LOG("f%02d: %s at %llu", i, strerror(-ret),
 					 (unsigned long long)bad);
 	}
@@ -568,7 +564,7 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 	bool busy;
 	int i, n;
 
-	world_teardown_begin(_metadata, w);
+	world_teardown_begin(_metadata, &w->fs);
 	load_stop(&w->load);
 	/* A test that failed while a balance ran: stop it. */
 	for (n = 0; n < 600; n++) {
@@ -576,13 +572,13 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 			busy |= w->jobs[i].started && !job_done(&w->jobs[i]);
 		if (!busy)
 			break;
-		if (w->fd >= 0)
-			balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL);
+		if (w->fs.fd >= 0)
+			balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL);
 		usleep(100 * 1000);
 	}
 	for (i = 0; i < MAX_JOBS; i++)
 		job_join(&w->jobs[i]);
-	world_teardown_end(_metadata, w);
+	world_teardown_end(_metadata, &w->fs);
 }
 
 /* ---- Checks ---- */
@@ -606,8 +602,8 @@ static int count_dev_items(int fd)
 static void expect_devices(struct __test_metadata *_metadata,
 			   struct world *w, int n)
 {
-	EXPECT_EQ(n, fs_num_devices(w->fd));
-	EXPECT_EQ(n, count_dev_items(w->fd));
+	EXPECT_EQ(n, fs_num_devices(w->fs.fd));
+	EXPECT_EQ(n, count_dev_items(w->fs.fd));
 }
 
 static bool mount_read_only(const char *mnt)
@@ -657,7 +653,7 @@ static void pause_held(struct __test_metadata *_metadata, struct world *w)
 {
 	struct job *pause = ctl_start(_metadata, w, BTRFS_BALANCE_CTL_PAUSE);
 
-	ASSERT_EQ(0, wait_balance_state(w->fd, ST_PAUSE_REQ, HANG_MS));
+	ASSERT_EQ(0, wait_balance_state(w->fs.fd, ST_PAUSE_REQ, HANG_MS));
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, job_join(pause));
 	ASSERT_EQ(-ECANCELED, job_join(w->bal));
@@ -932,10 +928,11 @@ FIXTURE(racing) {
 
 FIXTURE_SETUP(racing)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "384M",
+	if (!world_setup(_metadata, &self->w.fs, 2, 2, "single", "raid1",
+			 "384M",
 			 MNT_FLAGS))
 		return;
-	make_data_chunks(_metadata, &self->w, 4);
+	make_data_chunks(_metadata, &self->w.fs, 4);
 }
 
 FIXTURE_TEARDOWN(racing)
@@ -948,8 +945,8 @@ FIXTURE_TEARDOWN(racing)
 		/* A resume of a controller runs until canceled. */
 		while (self->c[i].started &&
 		       !__atomic_load_n(&self->c[i].done, __ATOMIC_ACQUIRE) &&
-		       self->w.fd >= 0) {
-			balance_ctl(self->w.fd, BTRFS_BALANCE_CTL_CANCEL);
+		       self->w.fs.fd >= 0) {
+			balance_ctl(self->w.fs.fd, BTRFS_BALANCE_CTL_CANCEL);
 			usleep(100 * 1000);
 		}
 		if (self->c[i].started)
@@ -1003,7 +1000,7 @@ TEST_F_TIMEOUT(racing, pause_cancel_resume_progress_from_threads_under_io,
 	for (i = 0; i < NCONTROLLERS; i++) {
 		struct controller *c = &self->c[i];
 
-		c->fd = w->fd;
+		c->fd = w->fs.fd;
 		c->id = i;
 		c->first = first[i];
 		c->go = &self->go;
@@ -1036,9 +1033,9 @@ TEST_F_TIMEOUT(racing, pause_cancel_resume_progress_from_threads_under_io,
 	EXPECT_EQ((__u64)ST_RUNNING, self->c[2].first_args.state & ST_RUNNING);
 	EXPECT_EQ((__u64)FULL, self->c[2].first_args.flags);
 	EXPECT_EQ(-EINPROGRESS, self->c[3].first_ret);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ((__u64)(ST_RUNNING | ST_PAUSE_REQ), p.state);
-	expect_exclop(_metadata, w, "balance");
+	expect_exclop(_metadata, &w->fs, "balance");
 
 	/* Released: paused before its first chunk; both pauses return 0. */
 	ASSERT_EQ(0, balance_hold_set(0));
@@ -1055,7 +1052,7 @@ TEST_F_TIMEOUT(racing, pause_cancel_resume_progress_from_threads_under_io,
 		}
 		EXPECT_EQ(0, self->c[i].first_ret);
 	}
-	expect_paused(_metadata, w, FULL, &p);
+	expect_paused(_metadata, &w->fs, FULL, &p);
 	EXPECT_EQ(0ULL, p.stat.completed);
 
 	/* At random, a new balance started whenever there is none. */
@@ -1067,7 +1064,7 @@ TEST_F_TIMEOUT(racing, pause_cancel_resume_progress_from_threads_under_io,
 				  &starter->args);
 			starter = NULL;
 		}
-		if (!starter && balance_progress(w->fd, &p) == -ENOTCONN) {
+		if (!starter && balance_progress(w->fs.fd, &p) == -ENOTCONN) {
 			starter = balance_start(_metadata, w, &a);
 			starts++;
 		}
@@ -1088,22 +1085,22 @@ TEST_F_TIMEOUT(racing, pause_cancel_resume_progress_from_threads_under_io,
 	EXPECT_EQ(0, all.bad) TH_LOG("%d results outside their sets", all.bad);
 
 	/* Every thread returned: nothing runs; a paused balance is canceled. */
-	ret = balance_progress(w->fd, &p);
+	ret = balance_progress(w->fs.fd, &p);
 	if (ret == 0) {
 		EXPECT_EQ(0ULL, p.state);
-		EXPECT_EQ(1, balance_item_present(w->fd));
-		expect_exclop(_metadata, w, "balance paused");
-		EXPECT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
+		EXPECT_EQ(1, balance_item_present(w->fs.fd));
+		expect_exclop(_metadata, &w->fs, "balance paused");
+		EXPECT_EQ(0, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL));
 	} else {
 		EXPECT_EQ(-ENOTCONN, ret);
 	}
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 
 	load_finish(_metadata, w);
 	verify_all(_metadata, w);
-	world_umount(_metadata, w);
-	world_mount(_metadata, w, w->ndevs, MNT_FLAGS, NULL);
-	expect_no_balance(_metadata, w);
+	world_umount(_metadata, &w->fs);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS, NULL);
+	expect_no_balance(_metadata, &w->fs);
 	verify_all(_metadata, w);
 }
 
@@ -1132,7 +1129,7 @@ FIXTURE_VARIANT_ADD(queued, resume) {
 
 FIXTURE_SETUP(queued)
 {
-	world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+	world_setup(_metadata, &self->w.fs, 2, 2, "single", "raid1", "256M",
 		    MNT_FLAGS);
 }
 
@@ -1154,13 +1151,13 @@ static void *uffd_wp_page(struct __test_metadata *_metadata, struct world *w,
 	struct uffdio_api api;
 	void *map;
 
-	w->uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (w->uffd < 0)
+	w->fs.uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (w->fs.uffd < 0)
 		SKIP(return NULL, "userfaultfd: %s", strerror(errno));
 	memset(&api, 0, sizeof(api));
 	api.api = UFFD_API;
 	api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
-	if (ioctl(w->uffd, UFFDIO_API, &api))
+	if (ioctl(w->fs.uffd, UFFDIO_API, &api))
 		SKIP(return NULL, "no write-protect userfaultfd: %s",
 		     strerror(errno));
 	map = mmap(NULL, page, PROT_READ | PROT_WRITE,
@@ -1174,13 +1171,13 @@ static void *uffd_wp_page(struct __test_metadata *_metadata, struct world *w,
 	reg.range.start = (unsigned long)map;
 	reg.range.len = page;
 	reg.mode = UFFDIO_REGISTER_MODE_WP;
-	if (ioctl(w->uffd, UFFDIO_REGISTER, &reg))
+	if (ioctl(w->fs.uffd, UFFDIO_REGISTER, &reg))
 		SKIP(return NULL, "UFFDIO_REGISTER_MODE_WP: %s",
 		     strerror(errno));
 	memset(&wp, 0, sizeof(wp));
 	wp.range = reg.range;
 	wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
-	if (ioctl(w->uffd, UFFDIO_WRITEPROTECT, &wp)) {
+	if (ioctl(w->fs.uffd, UFFDIO_WRITEPROTECT, &wp)) {
 		ASSERT_TRUE(false) TH_LOG("UFFDIO_WRITEPROTECT: %s",
 					  strerror(errno));
 		return NULL;
@@ -1248,11 +1245,12 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 	x->fn = do_balance_at;
 	x->ptr = map;
 	job_run(_metadata, x);
-	uffd_wait(_metadata, w, &msg, "the balance never wrote its result");
+	uffd_wait(_metadata, &w->fs, &msg,
+		  "the balance never wrote its result");
 	ASSERT_TRUE(!!(msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP));
 	EXPECT_FALSE(job_done(x));
 	/* Its balance is over: no exclusive operation (sysfs needs no mutex). */
-	expect_exclop(_metadata, w, "none");
+	expect_exclop(_metadata, &w->fs, "none");
 
 	r = job_new(_metadata, w);
 	ASSERT_NE(NULL, r);
@@ -1261,7 +1259,7 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 	job_run(_metadata, r);
 	wait_for_balance_mutex(_metadata, r);
 	/* It takes the exclusive operation only once it has the mutex. */
-	expect_exclop(_metadata, w, "none");
+	expect_exclop(_metadata, &w->fs, "none");
 
 	q = job_new(_metadata, w);
 	ASSERT_NE(NULL, q);
@@ -1277,7 +1275,7 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 	wp.range.start = (unsigned long)map;
 	wp.range.len = sysconf(_SC_PAGESIZE);
 	wp.mode = 0;
-	ASSERT_EQ(0, ioctl(w->uffd, UFFDIO_WRITEPROTECT, &wp))
+	ASSERT_EQ(0, ioctl(w->fs.uffd, UFFDIO_WRITEPROTECT, &wp))
 		TH_LOG("UFFDIO_WRITEPROTECT: %s", strerror(errno));
 	EXPECT_EQ(0, job_join(x));
 	EXPECT_EQ(-ENOTCONN, job_join(r));
@@ -1286,7 +1284,7 @@ TEST_F_TIMEOUT(queued, a_call_behind_a_resume_of_nothing_gets_its_own_result,
 		       variant->resumes ? "resume" : "start", q->ret,
 		       q->ret == EXCL_BUSY ?
 		       " (BTRFS_ERROR_DEV_EXCL_RUN_IN_PROGRESS)" : "");
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 }
 
 /* ---- 2. Remount read-only and back during a paused balance ---- */
@@ -1310,10 +1308,11 @@ FIXTURE_VARIANT_ADD(remount, read_write_with_skip_balance_keeps_it_paused) {
 
 FIXTURE_SETUP(remount)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+	if (!world_setup(_metadata, &self->w.fs, 2, 2, "single", "raid1",
+			 "256M",
 			 MNT_FLAGS))
 		return;
-	make_data_chunks(_metadata, &self->w, 3);
+	make_data_chunks(_metadata, &self->w.fs, 3);
 }
 
 FIXTURE_TEARDOWN(remount)
@@ -1377,23 +1376,23 @@ TEST_F_TIMEOUT(remount, read_only_keeps_the_paused_balance_and_refuses_changes,
 	struct job *spin;
 	int i, ndata, ret;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	ndata = count_type(&before, BTRFS_BLOCK_GROUP_DATA);
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a, 1);
 	pause_held(_metadata, w);
 	EXPECT_EQ(1ULL, w->bal->args.stat.completed);
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
 
 	/* Read-only with readers of the setup's files on it. */
 	load_start(_metadata, w, 0, 2);
 	load_wait(_metadata, w, 0, 4);
-	ASSERT_EQ(0, remount(w->env.mnt, MS_RDONLY, NULL));
-	ASSERT_TRUE(mount_read_only(w->env.mnt));
+	ASSERT_EQ(0, remount(w->fs.env.mnt, MS_RDONLY, NULL));
+	ASSERT_TRUE(mount_read_only(w->fs.env.mnt));
 
 	ASSERT_EQ(0, pthread_barrier_init(&barrier, NULL, RO_THREADS));
 	for (i = 0; i < RO_THREADS; i++) {
-		rc[i].fd = w->fd;
+		rc[i].fd = w->fs.fd;
 		rc[i].id = i;
 		rc[i].barrier = &barrier;
 		ASSERT_EQ(0, pthread_create(&rc[i].tid, NULL, ro_thread,
@@ -1414,42 +1413,43 @@ TEST_F_TIMEOUT(remount, read_only_keeps_the_paused_balance_and_refuses_changes,
 		EXPECT_EQ(1ULL, rc[i].progress.stat.completed);
 	}
 	load_finish(_metadata, w);
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
-	ASSERT_EQ(0, balance_item_read(w->fd, &item));
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
+	ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
 	EXPECT_EQ(1ULL, item.completed);
 	verify_all(_metadata, w);
 
 	/* Read-write again, a resume racing the remount. */
-	kmsg_end(&w->kmsg);
-	ASSERT_EQ(0, kmsg_start(&w->kmsg));
+	kmsg_end(&w->fs.kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->fs.kmsg));
 	if (!variant->skip_balance)
 		ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
 	spin = job_new(_metadata, w);
 	ASSERT_NE(NULL, spin);
 	spin->fn = do_resume_until_writable;
 	job_run(_metadata, spin);
-	ret = remount(w->env.mnt, 0,
+	ret = remount(w->fs.env.mnt, 0,
 		      variant->skip_balance ? "skip_balance" : NULL);
 	ASSERT_EQ(0, ret) TH_LOG("remount read-write: %s", strerror(-ret));
-	ASSERT_FALSE(mount_read_only(w->env.mnt));
+	ASSERT_FALSE(mount_read_only(w->fs.env.mnt));
 
 	if (!variant->skip_balance) {
 		EXPECT_EQ(-EINPROGRESS, job_join(spin));
 		wait_held(_metadata, NULL, HOLD_RESUME_THREAD);
-		ASSERT_EQ(0, balance_progress(w->fd, &p));
+		ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 		EXPECT_EQ((__u64)ST_RUNNING, p.state);
 		EXPECT_EQ((__u64)(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME),
 			  p.flags);
 		EXPECT_EQ(1ULL, p.stat.completed);
-		expect_exclop(_metadata, w, "balance");
+		expect_exclop(_metadata, &w->fs, "balance");
 		ASSERT_EQ(0, balance_hold_set(0));
-		ret = wait_balance_gone(w->fd, HANG_MS);
+		ret = wait_balance_gone(w->fs.fd, HANG_MS);
 		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
-		expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
+		expect_log(_metadata, &w->fs,
+			   "balance: resume -dconvert=raid1\n");
 	} else {
 		/* The remount left it paused: the racing resume ran it. */
 		EXPECT_EQ(0, job_join(spin));
-		expect_log(_metadata, w, "balance: resume skipped");
+		expect_log(_metadata, &w->fs, "balance: resume skipped");
 		EXPECT_EQ((__u64)(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME),
 			  spin->args.flags);
 		EXPECT_EQ((__u64)ndata, spin->args.stat.expected);
@@ -1457,9 +1457,9 @@ TEST_F_TIMEOUT(remount, read_only_keeps_the_paused_balance_and_refuses_changes,
 	}
 	TH_LOG("the resume got -EROFS %d times before the mount was writable",
 	       spin->count);
-	expect_log(_metadata, w, "balance: ended with status: 0");
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	expect_log(_metadata, &w->fs, "balance: ended with status: 0");
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_all(_metadata, w);
 }
 
@@ -1489,10 +1489,11 @@ FIXTURE_VARIANT_ADD(unmount, inside_a_block_group_then_skip_balance) {
 
 FIXTURE_SETUP(unmount)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+	if (!world_setup(_metadata, &self->w.fs, 2, 2, "single", "raid1",
+			 "256M",
 			 MNT_FLAGS))
 		return;
-	make_data_chunks(_metadata, &self->w, 3);
+	make_data_chunks(_metadata, &self->w.fs, 3);
 }
 
 FIXTURE_TEARDOWN(unmount)
@@ -1522,7 +1523,7 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 	__u64 end, bound, n;
 	int ret;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	n = before.n;
 	bound = chunks_end(&before);
 	ASSERT_LE(4ULL, n);
@@ -1530,13 +1531,13 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 	start_held(_metadata, w, &a, 1);
 	pause_held(_metadata, w);
 	EXPECT_EQ(1ULL, w->bal->args.stat.completed);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 
 	/* Resumed at mount, held before its second chunk. */
 	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, w, w->ndevs, MNT_FLAGS, NULL);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS, NULL);
 	wait_held(_metadata, NULL, HOLD_RELOCATION);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ((__u64)ST_RUNNING, p.state);
 	EXPECT_EQ((__u64)(FULL | BTRFS_BALANCE_RESUME), p.flags);
 	EXPECT_EQ(1ULL, p.stat.completed);
@@ -1551,63 +1552,66 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 		ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
 		wait_held(_metadata, NULL, HOLD_RELOCATION);
 	}
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ((__u64)ST_RUNNING, p.state);
 	EXPECT_EQ(variant->relocated, p.stat.completed);
 	load_finish(_metadata, w);
 
 	/* The unmount waits for the balance to pause, then returns 0. */
-	close(w->fd);
-	w->fd = -1;
+	close(w->fs.fd);
+	w->fs.fd = -1;
 	um = job_new(_metadata, w);
 	ASSERT_NE(NULL, um);
 	um->fn = do_umount;
-	um->path = w->env.mnt;
+	um->path = w->fs.env.mnt;
 	job_run(_metadata, um);
 	end = now_ms() + HANG_MS;
-	while (!job_done(um) && !task_waits_in(um->task, "btrfs_pause_balance")) {
+	while (!job_done(um) && !task_waits_in(um->task,
+					       "btrfs_pause_balance")) {
 		ASSERT_GT(end, now_ms()) TH_LOG("umount never waits");
 	}
 	ASSERT_FALSE(job_done(um))
 		TH_LOG("umount returned (%d) while the balance ran", um->ret);
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, job_join(um));
-	w->mounted = false;
-	expect_log(_metadata, w, "balance: paused");
+	w->fs.mounted = false;
+	expect_log(_metadata, &w->fs, "balance: paused");
 
 	if (!variant->skip_balance) {
 		ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
-		world_mount(_metadata, w, w->ndevs, MNT_FLAGS, NULL);
+		world_mount(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS, NULL);
 		wait_held(_metadata, NULL, HOLD_RESUME_THREAD);
-		ASSERT_EQ(0, balance_item_read(w->fd, &item));
+		ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
 		EXPECT_EQ(variant->relocated, item.completed);
 		EXPECT_EQ(bound, item.bound);
-		ASSERT_EQ(0, balance_progress(w->fd, &p));
+		ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 		EXPECT_EQ((__u64)ST_RUNNING, p.state);
 		EXPECT_EQ((__u64)(FULL | BTRFS_BALANCE_RESUME), p.flags);
 		EXPECT_EQ(variant->relocated, p.stat.completed);
 		ASSERT_EQ(0, balance_hold_set(0));
-		ret = wait_balance_gone(w->fd, HANG_MS);
+		ret = wait_balance_gone(w->fs.fd, HANG_MS);
 		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
-		expect_log(_metadata, w, "balance: ended with status: 0");
+		expect_log(_metadata, &w->fs, "balance: ended with status: 0");
 	} else {
-		world_mount(_metadata, w, w->ndevs, MNT_FLAGS, "skip_balance");
-		expect_log(_metadata, w, "balance: resume skipped");
-		expect_paused(_metadata, w, FULL | BTRFS_BALANCE_RESUME, &p);
+		world_mount(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS,
+			    "skip_balance");
+		expect_log(_metadata, &w->fs, "balance: resume skipped");
+		expect_paused(_metadata, &w->fs, FULL | BTRFS_BALANCE_RESUME,
+			      &p);
 		EXPECT_EQ(variant->relocated, p.stat.completed);
-		ASSERT_EQ(0, balance_item_read(w->fd, &item));
+		ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
 		EXPECT_EQ(variant->relocated, item.completed);
 		EXPECT_EQ(bound, item.bound);
 		verify_all(_metadata, w);
-		ASSERT_EQ(0, resume(w->fd, &r));
+		ASSERT_EQ(0, resume(w->fs.fd, &r));
 		EXPECT_EQ(n, r.stat.expected);
 		EXPECT_EQ(n, r.stat.completed);
 	}
-	expect_no_balance(_metadata, w);
-	expect_each_relocated_once(_metadata, w, &before, bound,
+	expect_no_balance(_metadata, &w->fs);
+	expect_each_relocated_once(_metadata, &w->fs, &before, bound,
 				   variant->hold == HOLD_IN_RELOCATION ?
 				   (int)n - 2 : -1);
-	expect_none_below(_metadata, w, bound);
+	expect_none_below(_metadata, &w->fs, bound);
 	verify_all(_metadata, w);
 }
 
@@ -1619,10 +1623,11 @@ FIXTURE(devices) {
 
 FIXTURE_SETUP(devices)
 {
-	if (!world_setup(_metadata, &self->w, 2, 3, "single", "raid1", "256M",
+	if (!world_setup(_metadata, &self->w.fs, 2, 3, "single", "raid1",
+			 "256M",
 			 MNT_FLAGS))
 		return;
-	make_data_chunks(_metadata, &self->w, 3);
+	make_data_chunks(_metadata, &self->w.fs, 3);
 }
 
 FIXTURE_TEARDOWN(devices)
@@ -1644,7 +1649,7 @@ FIXTURE_TEARDOWN(devices)
  */
 TEST_F_TIMEOUT(devices, add_or_remove_racing_a_balance_start, 300)
 {
-	const char *spare = self->w.env.devs[2];
+	const char *spare = self->w.fs.env.devs[2];
 	struct btrfs_ioctl_balance_args a;
 	pthread_barrier_t barrier;
 	struct world *w = &self->w;
@@ -1657,11 +1662,12 @@ TEST_F_TIMEOUT(devices, add_or_remove_racing_a_balance_start, 300)
 	for (round = 0; round < RACE_ROUNDS; round++) {
 		adding = !(round % 2);
 		if (adding == in_fs) {
-			rd = adding ? remove_device(w->fd, spare) :
-				      add_device(w->fd, spare);
-			ASSERT_EQ(0, rd) TH_LOG("round %d: make the race", round);
+			rd = adding ? remove_device(w->fs.fd, spare) :
+				      add_device(w->fs.fd, spare);
+			ASSERT_EQ(0, rd) TH_LOG("round %d: make the race",
+						round);
 			in_fs = !in_fs;
-			w->ndevs = 2 + in_fs;
+			w->fs.ndevs = 2 + in_fs;
 		}
 		ASSERT_EQ(0, pthread_barrier_init(&barrier, NULL, 2));
 		dev = job_new(_metadata, w);
@@ -1673,7 +1679,7 @@ TEST_F_TIMEOUT(devices, add_or_remove_racing_a_balance_start, 300)
 		} else {
 			/* By devid: no superblock read before the race. */
 			dev->fn = do_remove;
-			dev->arg = devid_of(w->fd, spare);
+			dev->arg = devid_of(w->fs.fd, spare);
 			ASSERT_LT(0, dev->arg) TH_LOG("%s not found", spare);
 		}
 		bal = job_new(_metadata, w);
@@ -1707,11 +1713,11 @@ TEST_F_TIMEOUT(devices, add_or_remove_racing_a_balance_start, 300)
 			EXPECT_EQ(0ULL, bal->args.state);
 		if (rd == 0)
 			in_fs = adding;
-		w->ndevs = 2 + in_fs;
+		w->fs.ndevs = 2 + in_fs;
 		outcomes[adding][rd == 0 && rb == 0 ? 2 : rd == 0 ? 0 : 1]++;
 		expect_devices(_metadata, w, 2 + in_fs);
-		expect_exclop(_metadata, w, "none");
-		expect_no_balance(_metadata, w);
+		expect_exclop(_metadata, &w->fs, "none");
+		expect_no_balance(_metadata, &w->fs);
 	}
 	TH_LOG("add: add won %d, balance won %d, both in turn %d",
 	       outcomes[1][0], outcomes[1][1], outcomes[1][2]);
@@ -1727,28 +1733,28 @@ TEST_F_TIMEOUT(devices, add_or_remove_racing_a_balance_start, 300)
  */
 TEST_F_TIMEOUT(devices, add_and_remove_are_refused_while_a_balance_runs, 300)
 {
-	const char *spare = self->w.env.devs[2];
+	const char *spare = self->w.fs.env.devs[2];
 	struct btrfs_ioctl_balance_args a, again;
 	struct world *w = &self->w;
 
 	data_request(&a);
 	start_held(_metadata, w, &a, 0);
-	EXPECT_EQ(EXCL_BUSY, add_device(w->fd, spare));
-	EXPECT_EQ(EXCL_BUSY, remove_device(w->fd, w->env.devs[1]));
+	EXPECT_EQ(EXCL_BUSY, add_device(w->fs.fd, spare));
+	EXPECT_EQ(EXCL_BUSY, remove_device(w->fs.fd, w->fs.env.devs[1]));
 	again = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-	expect_exclop(_metadata, w, "balance");
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fs.fd, &again));
+	expect_exclop(_metadata, &w->fs, "balance");
 	expect_devices(_metadata, w, 2);
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, job_join(w->bal));
 	EXPECT_EQ(w->bal->args.stat.expected, w->bal->args.stat.completed);
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 
-	ASSERT_EQ(0, add_device(w->fd, spare));
-	w->ndevs = 3;
+	ASSERT_EQ(0, add_device(w->fs.fd, spare));
+	w->fs.ndevs = 3;
 	expect_devices(_metadata, w, 3);
-	ASSERT_EQ(0, remove_device(w->fd, spare));
-	w->ndevs = 2;
+	ASSERT_EQ(0, remove_device(w->fs.fd, spare));
+	w->fs.ndevs = 2;
 	expect_devices(_metadata, w, 2);
 	verify_all(_metadata, w);
 }
@@ -1834,8 +1840,8 @@ static void expect_refused_beside(struct __test_metadata *_metadata,
 	EXPECT_EQ(-ENOTCONN, j[OP_CANCEL]->ret);
 	EXPECT_EQ(EXCL_BUSY, j[OP_RESUME]->ret);
 	EXPECT_EQ(EXCL_BUSY, j[OP_START]->ret);
-	expect_exclop(_metadata, w, op_name);
-	EXPECT_EQ(0, balance_item_present(w->fd));
+	expect_exclop(_metadata, &w->fs, op_name);
+	EXPECT_EQ(0, balance_item_present(w->fs.fd));
 }
 
 /*
@@ -1847,7 +1853,7 @@ static void expect_refused_beside(struct __test_metadata *_metadata,
  */
 TEST_F_TIMEOUT(devices, balance_calls_are_refused_while_a_device_add_runs, 300)
 {
-	const char *spare = self->w.env.devs[2];
+	const char *spare = self->w.fs.env.devs[2];
 	long page = sysconf(_SC_PAGESIZE);
 	struct btrfs_ioctl_balance_args a;
 	struct world *w = &self->w;
@@ -1856,28 +1862,29 @@ TEST_F_TIMEOUT(devices, balance_calls_are_refused_while_a_device_add_runs, 300)
 	void *map;
 
 	ASSERT_GE((size_t)page, sizeof(struct btrfs_ioctl_vol_args));
-	map = uffd_page(_metadata, w);
+	map = uffd_page(_metadata, &w->fs);
 	add = job_new(_metadata, w);
 	ASSERT_NE(NULL, add);
 	add->fn = do_add;
 	add->ptr = map;
 	job_run(_metadata, add);
-	uffd_wait(_metadata, w, &msg, "the device add never read its arguments");
+	uffd_wait(_metadata, &w->fs, &msg,
+		  "the device add never read its arguments");
 	EXPECT_FALSE(job_done(add));
 	expect_refused_beside(_metadata, w, "device add");
 	EXPECT_FALSE(job_done(add));
 	expect_devices(_metadata, w, 2);
 
-	uffd_give_dev_args(_metadata, w, map, spare);
+	uffd_give_dev_args(_metadata, &w->fs, map, spare);
 	ASSERT_EQ(0, job_join(add)) TH_LOG("add %s", spare);
-	w->ndevs = 3;
+	w->fs.ndevs = 3;
 	expect_devices(_metadata, w, 3);
-	expect_exclop(_metadata, w, "none");
+	expect_exclop(_metadata, &w->fs, "none");
 
 	data_request(&a);
-	ASSERT_EQ(0, balance_v2(w->fd, &a));
+	ASSERT_EQ(0, balance_v2(w->fs.fd, &a));
 	EXPECT_EQ(a.stat.expected, a.stat.completed);
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 	verify_all(_metadata, w);
 }
 
@@ -1908,18 +1915,18 @@ static int chunks_on(const struct chunk_list *l, __u64 devid)
 TEST_F_TIMEOUT(devices, balance_calls_are_refused_while_a_device_remove_runs,
 	       300)
 {
-	const char *spare = self->w.env.devs[2];
+	const char *spare = self->w.fs.env.devs[2];
 	struct btrfs_ioctl_balance_args a;
 	struct world *w = &self->w;
 	struct chunk_list l;
 	struct job *rm;
 
-	ASSERT_EQ(0, add_device(w->fd, spare));
-	w->ndevs = 3;
+	ASSERT_EQ(0, add_device(w->fs.fd, spare));
+	w->fs.ndevs = 3;
 	expect_devices(_metadata, w, 3);
 	data_request(&a);
-	ASSERT_EQ(0, balance_v2(w->fd, &a));
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(0, balance_v2(w->fs.fd, &a));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l));
 	ASSERT_LT(0, chunks_on(&l, 3)) TH_LOG("no chunk on the spare");
 
 	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
@@ -1935,15 +1942,15 @@ TEST_F_TIMEOUT(devices, balance_calls_are_refused_while_a_device_remove_runs,
 
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, job_join(rm)) TH_LOG("remove %s", spare);
-	w->ndevs = 2;
+	w->fs.ndevs = 2;
 	expect_devices(_metadata, w, 2);
-	expect_exclop(_metadata, w, "none");
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	expect_exclop(_metadata, &w->fs, "none");
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l));
 	EXPECT_EQ(0, chunks_on(&l, 3));
 
 	data_request(&a);
-	ASSERT_EQ(0, balance_v2(w->fd, &a));
-	expect_no_balance(_metadata, w);
+	ASSERT_EQ(0, balance_v2(w->fs.fd, &a));
+	expect_no_balance(_metadata, &w->fs);
 	verify_all(_metadata, w);
 }
 
@@ -1955,7 +1962,7 @@ FIXTURE(reclaim) {
 
 FIXTURE_SETUP(reclaim)
 {
-	world_setup(_metadata, &self->w, 2, 2, "single", "raid1", "256M",
+	world_setup(_metadata, &self->w.fs, 2, 2, "single", "raid1", "256M",
 		    MNT_FLAGS);
 }
 
@@ -1968,7 +1975,7 @@ FIXTURE_TEARDOWN(reclaim)
 static void fs_sysfs_write(struct __test_metadata *_metadata, struct world *w,
 			   const char *attr, const char *val)
 {
-	int fd = fs_sysfs_open(w->fd, attr, O_WRONLY);
+	int fd = fs_sysfs_open(w->fs.fd, attr, O_WRONLY);
 
 	ASSERT_LE(0, fd) TH_LOG("open %s: %s", attr, strerror(-fd));
 	ASSERT_EQ((ssize_t)strlen(val), write(fd, val, strlen(val)))
@@ -1999,21 +2006,21 @@ TEST_F_TIMEOUT(reclaim, balance_calls_are_refused_while_the_reclaim_worker_runs,
 	ASSERT_EQ(0, balance_hold_set(HOLD_RECLAIM));
 	fs_sysfs_write(_metadata, w, "allocation/data/bg_reclaim_threshold",
 		       "50");
-	ASSERT_EQ(0, write_pattern(w->env.mnt, 0, 3 * SZ_1M, SZ_1M,
+	ASSERT_EQ(0, write_pattern(w->fs.env.mnt, 0, 3 * SZ_1M, SZ_1M,
 				   PATTERN_FSYNC));
-	ASSERT_EQ(0, write_pattern(w->env.mnt, 1, 3 * SZ_1M, SZ_1M,
+	ASSERT_EQ(0, write_pattern(w->fs.env.mnt, 1, 3 * SZ_1M, SZ_1M,
 				   PATTERN_FSYNC));
-	ASSERT_EQ(0, ioctl(w->fd, BTRFS_IOC_SYNC, NULL));
-	pattern_path(path, w->env.mnt, 0);
+	ASSERT_EQ(0, ioctl(w->fs.fd, BTRFS_IOC_SYNC, NULL));
+	pattern_path(path, w->fs.env.mnt, 0);
 	ASSERT_EQ(0, unlink(path));
 	end = now_ms() + HANG_MS;
 	while (balance_hold_wait(HOLD_RECLAIM, 1000) == -ETIMEDOUT) {
-		ASSERT_EQ(0, ioctl(w->fd, BTRFS_IOC_SYNC, NULL));
+		ASSERT_EQ(0, ioctl(w->fs.fd, BTRFS_IOC_SYNC, NULL));
 		ASSERT_GT(end, now_ms())
 			TH_LOG("the reclaim worker never ran");
 	}
-	expect_exclop(_metadata, w, "balance");
-	EXPECT_EQ(-ENOTCONN, balance_progress(w->fd, &a));
+	expect_exclop(_metadata, &w->fs, "balance");
+	EXPECT_EQ(-ENOTCONN, balance_progress(w->fs.fd, &a));
 
 	expect_refused_beside(_metadata, w, "balance");
 
@@ -2021,14 +2028,15 @@ TEST_F_TIMEOUT(reclaim, balance_calls_are_refused_while_the_reclaim_worker_runs,
 	data_request(&a);
 	end = now_ms() + HANG_MS;
 	/* The worker may still hold it: a caller that is told so retries. */
-	while (balance_v2(w->fd, &a) == EXCL_BUSY) {
-		ASSERT_GT(end, now_ms()) TH_LOG("the reclaim worker never ended");
+	while (balance_v2(w->fs.fd, &a) == EXCL_BUSY) {
+		ASSERT_GT(end,
+			  now_ms()) TH_LOG("the reclaim worker never ended");
 		usleep(10000);
 		data_request(&a);
 	}
 	EXPECT_EQ(a.stat.expected, a.stat.completed);
-	expect_no_balance(_metadata, w);
-	EXPECT_EQ(0, verify_pattern(w->env.mnt, 1, 3 * SZ_1M, &bad, SZ_1M,
+	expect_no_balance(_metadata, &w->fs);
+	EXPECT_EQ(0, verify_pattern(w->fs.env.mnt, 1, 3 * SZ_1M, &bad, SZ_1M,
 				    true))
 		TH_LOG("f01 differs at %llu", (unsigned long long)bad);
 }
@@ -2115,7 +2123,8 @@ static void *churn_thread(void *p)
 		}
 		if (fallocate(fd, 0, 0, c->piece)) {
 			if (errno != ENOSPC) {
-				churn_error(c, "writer %d: fallocate %llu bytes: %s",
+				churn_error(c,
+					    "writer %d: fallocate %llu bytes: %s",
 					    t->id, (unsigned long long)c->piece,
 					    strerror(errno));
 				close(fd);
@@ -2151,10 +2160,10 @@ static void churn_start(struct __test_metadata *_metadata, struct churn *c,
 
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
-	c->fd = w->fd;
+	c->fd = w->fs.fd;
 	c->piece = piece;
-	ASSERT_GT(sizeof(c->mnt), strlen(w->env.mnt));
-	memcpy(c->mnt, w->env.mnt, strlen(w->env.mnt) + 1);
+	ASSERT_GT(sizeof(c->mnt), strlen(w->fs.env.mnt));
+	memcpy(c->mnt, w->fs.env.mnt, strlen(w->fs.env.mnt) + 1);
 	for (i = 0; i < CHURN_WRITERS; i++) {
 		c->th[i].c = c;
 		c->th[i].id = i;
@@ -2285,7 +2294,7 @@ FIXTURE(convert_setup) {
 
 FIXTURE_SETUP(convert_setup)
 {
-	world_setup(_metadata, &self->w, 3, 3, "single", "raid1", NULL,
+	world_setup(_metadata, &self->w.fs, 3, 3, "single", "raid1", NULL,
 		    MNT_FLAGS);
 }
 
@@ -2335,8 +2344,8 @@ TEST_F_TIMEOUT(convert_setup, no_chunk_is_left_in_the_old_profile, 1200)
 	ASSERT_LT(0, rounds);
 
 	/* The size of the data chunks the kernel allocates here. */
-	fill_data_chunks(_metadata, w, 1);
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	fill_data_chunks(_metadata, &w->fs, 1);
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l));
 	for (chunk = 0, from = 0, i = 0; i < l.n; i++) {
 		if ((l.c[i].type & BTRFS_BLOCK_GROUP_DATA) &&
 		    l.c[i].start >= from) {
@@ -2344,7 +2353,7 @@ TEST_F_TIMEOUT(convert_setup, no_chunk_is_left_in_the_old_profile, 1200)
 			from = l.c[i].start;
 		}
 	}
-	snprintf(path, sizeof(path), "%s/fill01", w->env.mnt);
+	snprintf(path, sizeof(path), "%s/fill01", w->fs.env.mnt);
 	ASSERT_EQ(0, unlink(path));
 	ASSERT_LE(CHURN_PIECE_DIV * SZ_1M, chunk);
 	first_end = chunks_end(&l);
@@ -2364,17 +2373,18 @@ TEST_F_TIMEOUT(convert_setup, no_chunk_is_left_in_the_old_profile, 1200)
 			/* The writers run as the convert starts. */
 			churn_wait(_metadata, &self->churn, since,
 				   2 * CHURN_COMMIT_EVERY);
-			ASSERT_EQ(0, read_chunks_racing(w->fd, &l));
+			ASSERT_EQ(0, read_chunks_racing(w->fs.fd, &l));
 			from = chunks_end(&l);
-			ASSERT_EQ(0, kmsg_update(&w->kmsg));
-			mark = w->kmsg.len;
+			ASSERT_EQ(0, kmsg_update(&w->fs.kmsg));
+			mark = w->fs.kmsg.len;
 
 			convert_request(&a, target);
-			ret = balance_v2(w->fd, &a);
+			ret = balance_v2(w->fs.fd, &a);
 			converts++;
-			ASSERT_EQ(0, kmsg_update(&w->kmsg));
-			count_relocations(w->kmsg.text ? w->kmsg.text + mark :
-					  NULL, from, old, &all, &late);
+			ASSERT_EQ(0, kmsg_update(&w->fs.kmsg));
+			count_relocations(w->fs.kmsg.text ?
+					  w->fs.kmsg.text + mark : NULL,
+					  from, old, &all, &late);
 			relocated += all;
 			met += late;
 			round_met |= late > 0;
@@ -2394,7 +2404,7 @@ TEST_F_TIMEOUT(convert_setup, no_chunk_is_left_in_the_old_profile, 1200)
 			}
 			ok[dir]++;
 
-			ASSERT_EQ(0, read_chunks_racing(w->fd, &l));
+			ASSERT_EQ(0, read_chunks_racing(w->fs.fd, &l));
 			left = count_type(&l, BTRFS_BLOCK_GROUP_DATA) -
 			       count_chunks(&l, BTRFS_BLOCK_GROUP_DATA,
 					    dir ? 0 : target);
@@ -2417,7 +2427,7 @@ TEST_F_TIMEOUT(convert_setup, no_chunk_is_left_in_the_old_profile, 1200)
 		commits += self->churn.th[k].commits;
 		full += self->churn.th[k].enospc;
 	}
-	ASSERT_EQ(0, read_chunks_racing(w->fd, &l));
+	ASSERT_EQ(0, read_chunks_racing(w->fs.fd, &l));
 	TH_LOG("%d converts in %llu s: %d to raid1 and %d to single returned 0, %d ended with -ENOSPC, %d with another error; %d left a data chunk of the old profile",
 	       converts, (unsigned long long)((now_ms() - t0) / 1000),
 	       ok[0], ok[1], enospc, errors, bad);

@@ -118,20 +118,15 @@ static int do_add_dev(struct call *c)
 
 /* ---- A world: a fresh filesystem for each test ---- */
 
-/* What btrfs_world.h needs, and the balance thread and calls of a test. */
+#include "btrfs_world.h"
+
+/* A test: its filesystem (btrfs_world.h), its balance thread and calls. */
 struct world {
-	struct test_env env;
-	int ndevs;			/* devices in the filesystem */
-	int fd;				/* the mount point, open */
-	bool mounted;
+	struct fs_world fs;
 	struct balance_thread bt;
 	struct call calls[MAX_CALLS];
-	struct kmsg kmsg;
-	int uffd;
-	int nfiles;
 };
 
-#include "btrfs_world.h"
 
 static struct call *call_start(struct __test_metadata *_metadata,
 			       struct world *w, int (*fn)(struct call *),
@@ -167,17 +162,17 @@ static void world_teardown(struct __test_metadata *_metadata, struct world *w)
 {
 	int i;
 
-	world_teardown_begin(_metadata, w);
+	world_teardown_begin(_metadata, &w->fs);
 	/* A test that failed while its balance ran: stop the balance. */
 	for (i = 0; w->bt.started && i < 600 && !balance_thread_done(&w->bt);
 	     i++) {
-		balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL);
+		balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL);
 		usleep(100 * 1000);
 	}
 	balance_thread_join(&w->bt);
 	for (i = 0; i < MAX_CALLS; i++)
 		call_join(&w->calls[i]);
-	world_teardown_end(_metadata, w);
+	world_teardown_end(_metadata, &w->fs);
 }
 
 /* ---- Data: one file of DATA_FILE_SIZE in each data chunk ---- */
@@ -211,8 +206,8 @@ static void make_dataset(struct __test_metadata *_metadata, struct world *w,
 	char desc[128];
 	int i;
 
-	make_data_chunks(_metadata, w, n);
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	make_data_chunks(_metadata, &w->fs, n);
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l));
 	for (i = 0; i < l.n; i++) {
 		if (!(l.c[i].type & BTRFS_BLOCK_GROUP_DATA))
 			continue;
@@ -228,8 +223,9 @@ static void verify_dataset(struct __test_metadata *_metadata, struct world *w)
 	int i, ret;
 
 	ASSERT_EQ(0, drop_page_cache());
-	for (i = 0; i < w->nfiles; i++) {
-		ret = verify_pattern_file(w->env.mnt, i, DATA_FILE_SIZE, &bad);
+	for (i = 0; i < w->fs.nfiles; i++) {
+		ret = verify_pattern_file(w->fs.env.mnt, i, DATA_FILE_SIZE,
+					  &bad);
 		ASSERT_EQ(0, ret)
 			TH_LOG("f%02d: %s at offset %llu", i, strerror(-ret),
 			       (unsigned long long)bad);
@@ -284,9 +280,10 @@ static void wait_resume_given_up(struct __test_metadata *_metadata,
 	struct btrfs_ioctl_balance_args p;
 	__u64 end = now_ms() + HANG_MS;
 
-	while (!kmsg_contains(&w->kmsg, "balance: not resumed") &&
-	       balance_progress(w->fd, &p) != -ENOTCONN) {
-		ASSERT_GT(end, now_ms()) TH_LOG("the resume thread never ended");
+	while (!kmsg_contains(&w->fs.kmsg, "balance: not resumed") &&
+	       balance_progress(w->fs.fd, &p) != -ENOTCONN) {
+		ASSERT_GT(end,
+			  now_ms()) TH_LOG("the resume thread never ended");
 		usleep(10 * 1000);
 	}
 }
@@ -329,7 +326,7 @@ static void mount_resume_held(struct __test_metadata *_metadata,
 			      struct world *w)
 {
 	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
 	wait_held(_metadata, w, HOLD_RELOCATION);
 }
 
@@ -342,7 +339,7 @@ static void start_held(struct __test_metadata *_metadata, struct world *w,
 		       const struct btrfs_ioctl_balance_args *a)
 {
 	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, a));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fs.fd, a));
 	wait_held(_metadata, w, HOLD_RELOCATION);
 }
 
@@ -361,7 +358,7 @@ static void hold_step(struct __test_metadata *_metadata, struct world *w)
 	unsigned long set, held;
 	__u64 considered;
 
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	considered = p.stat.considered;
 	ASSERT_EQ(0, balance_hold_set(0));
 	do {
@@ -370,7 +367,7 @@ static void hold_step(struct __test_metadata *_metadata, struct world *w)
 	} while (held & HOLD_RELOCATION);
 	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
 	wait_held(_metadata, w, HOLD_RELOCATION);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	ASSERT_EQ(considered + 1, p.stat.considered)
 		TH_LOG("the walk passed more than one chunk in a step");
 }
@@ -383,9 +380,9 @@ static void pause_held(struct __test_metadata *_metadata, struct world *w)
 {
 	struct call *pause;
 
-	pause = call_start(_metadata, w, do_balance_ctl, w->fd,
+	pause = call_start(_metadata, w, do_balance_ctl, w->fs.fd,
 			   BTRFS_BALANCE_CTL_PAUSE, NULL, NULL);
-	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
+	ASSERT_EQ(0, wait_balance_state(w->fs.fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
 					HANG_MS));
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, call_join(pause));
@@ -394,7 +391,7 @@ static void pause_held(struct __test_metadata *_metadata, struct world *w)
 }
 
 /*
- * Unmount while a balance runs (held, or not started: @w->fd closed
+ * Unmount while a balance runs (held, or not started: @w->fs.fd closed
  * first) and wait until the unmount waits for the balance to pause;
  * returns the unmount's call.  Fails if the unmount returned instead.
  */
@@ -404,9 +401,9 @@ static struct call *umount_waiting(struct __test_metadata *_metadata,
 	__u64 end = now_ms() + HANG_MS;
 	struct call *um;
 
-	close(w->fd);
-	w->fd = -1;
-	um = call_start(_metadata, w, do_umount, -1, 0, w->env.mnt, NULL);
+	close(w->fs.fd);
+	w->fs.fd = -1;
+	um = call_start(_metadata, w, do_umount, -1, 0, w->fs.env.mnt, NULL);
 	while (!call_done(um) &&
 	       !task_waits_in(um->task, "btrfs_pause_balance") &&
 	       now_ms() < end)
@@ -443,7 +440,7 @@ FIXTURE_VARIANT_ADD(lifecycle, three_devices_and_a_spare) {
 
 FIXTURE_SETUP(lifecycle)
 {
-	if (!world_setup(_metadata, &self->w, variant->ndevs,
+	if (!world_setup(_metadata, &self->w.fs, variant->ndevs,
 			 variant->ndevs + 1, "single", "raid1", variant->size, 0))
 		return;
 	make_dataset(_metadata, &self->w, variant->nchunks);
@@ -463,27 +460,27 @@ TEST_F_TIMEOUT(lifecycle, progress_counters_only_grow_while_running, 300)
 	__u64 ndata;
 	int ret;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	ndata = count_type(&before, BTRFS_BLOCK_GROUP_DATA);
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 
 	/* Counted, nothing relocated yet. */
-	ASSERT_EQ(0, balance_progress(w->fd, &p0));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p0));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p0.state);
 	EXPECT_EQ(BTRFS_BALANCE_DATA, p0.flags);
 	EXPECT_EQ(ndata, p0.stat.expected);
 	EXPECT_EQ(0ULL, p0.stat.considered);
 	EXPECT_EQ(0ULL, p0.stat.completed);
-	expect_exclop(_metadata, w, "balance");
+	expect_exclop(_metadata, &w->fs, "balance");
 	/* A second start, or a resume, while one runs. */
 	again = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-	EXPECT_EQ(-EINPROGRESS, resume(w->fd, &again));
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fs.fd, &again));
+	EXPECT_EQ(-EINPROGRESS, resume(w->fs.fd, &again));
 
 	/* One chunk on: the counters grow, and only by it. */
 	hold_step(_metadata, w);
-	ASSERT_EQ(0, balance_progress(w->fd, &p1));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p1));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p1.state);
 	EXPECT_EQ(p0.stat.expected, p1.stat.expected);
 	EXPECT_EQ(1ULL, p1.stat.considered);
@@ -493,7 +490,7 @@ TEST_F_TIMEOUT(lifecycle, progress_counters_only_grow_while_running, 300)
 	last = p1.stat;
 	ASSERT_EQ(0, balance_hold_set(0));
 	while (!balance_thread_done(&w->bt)) {
-		ret = balance_progress(w->fd, &p);
+		ret = balance_progress(w->fs.fd, &p);
 		if (ret == -ENOTCONN)	/* just ended */
 			break;
 		ASSERT_EQ(0, ret);
@@ -511,8 +508,8 @@ TEST_F_TIMEOUT(lifecycle, progress_counters_only_grow_while_running, 300)
 	EXPECT_EQ(ndata, w->bt.args.stat.completed);
 	EXPECT_EQ((__u64)before.n, w->bt.args.stat.considered);
 	EXPECT_EQ(0ULL, w->bt.args.state);
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 }
 
@@ -523,47 +520,47 @@ TEST_F_TIMEOUT(lifecycle, pause_keeps_the_balance_and_resume_ends_it, 300)
 	struct chunk_list before, paused;
 	__u64 left;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	hold_step(_metadata, w);
 	pause_held(_metadata, w);
-	expect_log(_metadata, w, "balance: paused");
+	expect_log(_metadata, &w->fs, "balance: paused");
 
 	/* What the paused ioctl returned agrees with what it did. */
-	ASSERT_EQ(0, read_chunks(w->fd, &paused));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &paused));
 	EXPECT_EQ(1ULL, w->bt.args.stat.completed);
 	EXPECT_EQ(1, count_moved(&before, &paused));
 	left = count_data_not(&paused, RAID1);
 	EXPECT_EQ(w->bt.args.stat.expected - 1, left);
 
 	/* Paused: kept in memory and on disk, not running. */
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
 	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, p.data.flags);
 	EXPECT_EQ(RAID1, p.data.target);
 	EXPECT_EQ(w->bt.args.stat.expected, p.stat.expected);
 	EXPECT_EQ(w->bt.args.stat.considered, p.stat.considered);
 	EXPECT_EQ(w->bt.args.stat.completed, p.stat.completed);
-	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
+	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_PAUSE));
 	again = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fs.fd, &again));
 	/* Progress copies out only when there is a balance: there is one. */
 	EXPECT_EQ(-EFAULT,
-		  xioctl(w->fd, BTRFS_IOC_BALANCE_PROGRESS, (void *)1));
+		  xioctl(w->fs.fd, BTRFS_IOC_BALANCE_PROGRESS, (void *)1));
 
 	/*
 	 * Resume: converts what is left, with the args it started with, and
 	 * ends.  The counters are the whole balance's: the chunk relocated
 	 * before the pause is expected, considered and completed too.
 	 */
-	ASSERT_EQ(0, resume(w->fd, &r));
+	ASSERT_EQ(0, resume(w->fs.fd, &r));
 	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, r.flags);
 	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, r.data.flags);
 	EXPECT_EQ(1 + left, r.stat.expected);
 	EXPECT_EQ(1 + left, r.stat.completed);
 	EXPECT_EQ((__u64)before.n, r.stat.considered);
-	expect_all_data(_metadata, w, RAID1);
-	expect_no_balance(_metadata, w);
+	expect_all_data(_metadata, &w->fs, RAID1);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
@@ -574,30 +571,31 @@ TEST_F_TIMEOUT(lifecycle, cancel_stops_and_forgets_the_balance, 300)
 	struct chunk_list before, after;
 	struct call *cancel;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	hold_step(_metadata, w);
-	cancel = call_start(_metadata, w, do_balance_ctl, w->fd,
+	cancel = call_start(_metadata, w, do_balance_ctl, w->fs.fd,
 			    BTRFS_BALANCE_CTL_CANCEL, NULL, NULL);
-	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_CANCEL_REQ |
+	ASSERT_EQ(0, wait_balance_state(w->fs.fd,
+					BTRFS_BALANCE_STATE_CANCEL_REQ |
 					BTRFS_BALANCE_STATE_RUNNING, HANG_MS));
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, call_join(cancel));
 	ASSERT_EQ(-ECANCELED, balance_thread_join(&w->bt));
 	EXPECT_EQ(0ULL, w->bt.args.state & BTRFS_BALANCE_STATE_RUNNING);
 	EXPECT_EQ(1ULL, w->bt.args.stat.completed);
-	expect_log(_metadata, w, "balance: canceled");
-	expect_no_balance(_metadata, w);
-	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fd, BTRFS_BALANCE_CTL_PAUSE));
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	expect_log(_metadata, &w->fs, "balance: canceled");
+	expect_no_balance(_metadata, &w->fs);
+	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL));
+	EXPECT_EQ(-ENOTCONN, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_PAUSE));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &after));
 	EXPECT_EQ(1, count_moved(&before, &after));
 	EXPECT_EQ(count_type(&before, BTRFS_BLOCK_GROUP_DATA) - 1,
 		  count_data_not(&after, RAID1));
 	/* The exclusive operation is free again. */
 	noop_request(&a);
-	EXPECT_EQ(0, balance_v2(w->fd, &a));
+	EXPECT_EQ(0, balance_v2(w->fs.fd, &a));
 	verify_dataset(_metadata, w);
 }
 
@@ -609,24 +607,24 @@ TEST_F_TIMEOUT(lifecycle, exclusive_ops_are_refused_while_running, 300)
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	/* Arguments that would fail harmlessly if the call got through. */
-	EXPECT_EQ(EXCL_BUSY, add_device(w->fd, NO_SUCH_DEV));
-	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fd, NO_SUCH_DEVID));
-	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
-	EXPECT_EQ(EXCL_BUSY, replace(w->fd, NO_SUCH_DEVID, NO_SUCH_DEV));
+	EXPECT_EQ(EXCL_BUSY, add_device(w->fs.fd, NO_SUCH_DEV));
+	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fs.fd, NO_SUCH_DEVID));
+	EXPECT_EQ(EXCL_BUSY, resize(w->fs.fd, "999:max"));
+	EXPECT_EQ(EXCL_BUSY, replace(w->fs.fd, NO_SUCH_DEVID, NO_SUCH_DEV));
 	again = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &again));
-	expect_exclop(_metadata, w, "balance");
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fs.fd, &again));
+	expect_exclop(_metadata, &w->fs, "balance");
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, balance_thread_join(&w->bt));
-	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
-	expect_all_data(_metadata, w, RAID1);
-	expect_no_balance(_metadata, w);
+	EXPECT_EQ(w->fs.ndevs, fs_num_devices(w->fs.fd));
+	expect_all_data(_metadata, &w->fs, RAID1);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
 TEST_F_TIMEOUT(lifecycle, only_device_add_runs_beside_a_paused_balance, 300)
 {
-	const char *spare = self->w.env.devs[variant->ndevs];
+	const char *spare = self->w.fs.env.devs[variant->ndevs];
 	struct btrfs_ioctl_balance_args a, p, r;
 	struct world *w = &self->w;
 	int ret;
@@ -634,19 +632,19 @@ TEST_F_TIMEOUT(lifecycle, only_device_add_runs_beside_a_paused_balance, 300)
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	pause_held(_metadata, w);
-	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
-	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fd, NO_SUCH_DEVID));
-	EXPECT_EQ(EXCL_BUSY, replace(w->fd, NO_SUCH_DEVID, NO_SUCH_DEV));
-	ret = add_device(w->fd, spare);
+	EXPECT_EQ(EXCL_BUSY, resize(w->fs.fd, "999:max"));
+	EXPECT_EQ(EXCL_BUSY, remove_devid(w->fs.fd, NO_SUCH_DEVID));
+	EXPECT_EQ(EXCL_BUSY, replace(w->fs.fd, NO_SUCH_DEVID, NO_SUCH_DEV));
+	ret = add_device(w->fs.fd, spare);
 	ASSERT_EQ(0, ret) TH_LOG("add %s beside a paused balance", spare);
-	w->ndevs++;
-	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
+	w->fs.ndevs++;
+	EXPECT_EQ(w->fs.ndevs, fs_num_devices(w->fs.fd));
 	/* Still paused, and still exclusive against the others. */
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
-	EXPECT_EQ(EXCL_BUSY, resize(w->fd, "999:max"));
-	ASSERT_EQ(0, resume(w->fd, &r));
-	expect_all_data(_metadata, w, RAID1);
-	expect_no_balance(_metadata, w);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
+	EXPECT_EQ(EXCL_BUSY, resize(w->fs.fd, "999:max"));
+	ASSERT_EQ(0, resume(w->fs.fd, &r));
+	expect_all_data(_metadata, &w->fs, RAID1);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
@@ -661,17 +659,17 @@ TEST_F_TIMEOUT(lifecycle, paused_balance_resumes_on_next_mount, 300)
 	start_held(_metadata, w, &a);
 	hold_step(_metadata, w);
 	pause_held(_metadata, w);
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l));
 	ASSERT_LT(0, count_data_not(&l, RAID1));
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
-	world_umount(_metadata, w);
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
-	ret = wait_balance_gone(w->fd, HANG_MS);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
+	world_umount(_metadata, &w->fs);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
+	ret = wait_balance_gone(w->fs.fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
-	expect_log(_metadata, w, "balance: ended with status: 0");
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	expect_log(_metadata, &w->fs, "balance: resume -dconvert=raid1\n");
+	expect_log(_metadata, &w->fs, "balance: ended with status: 0");
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 }
 
@@ -685,32 +683,33 @@ TEST_F_TIMEOUT(lifecycle, unmount_pauses_and_skip_balance_keeps_it_paused, 300)
 	data_request(&a);
 	start_held(_metadata, w, &a);
 	pause_held(_metadata, w);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 
 	/* A read-write mount resumes it in a kernel thread, held here... */
 	mount_resume_held(_metadata, w);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
 	/* ...which unmount pauses, keeping the item. */
 	um = umount_waiting(_metadata, w);
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, call_join(um));
-	w->mounted = false;
+	w->fs.mounted = false;
 
-	world_mount(_metadata, w, w->ndevs, 0, "skip_balance");
-	expect_log(_metadata, w, "balance: resume skipped");
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, "skip_balance");
+	expect_log(_metadata, &w->fs, "balance: resume skipped");
 	/* As stored: the args a resume adjusts are not written back. */
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
 		      &p);
 	EXPECT_EQ(0ULL, p.data.flags);
 
 	/* Cancelling the paused balance deletes it, for good. */
-	EXPECT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	expect_no_balance(_metadata, w);
-	world_umount(_metadata, w);
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
-	expect_no_balance(_metadata, w);
+	EXPECT_EQ(0, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL));
+	expect_no_balance(_metadata, &w->fs);
+	world_umount(_metadata, &w->fs);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
@@ -729,42 +728,45 @@ TEST_F_TIMEOUT(lifecycle, remount_read_only_pauses_and_read_write_resumes, 300)
 
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
-	EXPECT_EQ(-EBUSY, remount(w->env.mnt, MS_RDONLY));
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(-EBUSY, remount(w->fs.env.mnt, MS_RDONLY));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 	pause_held(_metadata, w);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 
 	mount_resume_held(_metadata, w);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
-	ro = call_start(_metadata, w, do_remount, -1, MS_RDONLY, w->env.mnt,
+	ro = call_start(_metadata, w, do_remount, -1, MS_RDONLY, w->fs.env.mnt,
 			NULL);
-	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ |
+	ASSERT_EQ(0, wait_balance_state(w->fs.fd,
+					BTRFS_BALANCE_STATE_PAUSE_REQ |
 					BTRFS_BALANCE_STATE_RUNNING, HANG_MS));
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, call_join(ro));
 
 	/* Read-only: paused, kept, and not to be canceled. */
-	expect_log(_metadata, w, "balance: paused");
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+	expect_log(_metadata, &w->fs, "balance: paused");
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
 		      &p);
 	EXPECT_EQ(0ULL, p.stat.completed);
-	EXPECT_EQ(-EROFS, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+	EXPECT_EQ(-EROFS, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL));
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
 		      &p);
 	verify_dataset(_metadata, w);
 
 	/* Read-write again: the btrfs-balance thread resumes it. */
-	kmsg_end(&w->kmsg);
-	ASSERT_EQ(0, kmsg_start(&w->kmsg));
-	ASSERT_EQ(0, remount(w->env.mnt, 0));
-	ret = wait_balance_gone(w->fd, HANG_MS);
+	kmsg_end(&w->fs.kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->fs.kmsg));
+	ASSERT_EQ(0, remount(w->fs.env.mnt, 0));
+	ret = wait_balance_gone(w->fs.fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
-	expect_log(_metadata, w, "balance: ended with status: 0");
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	expect_log(_metadata, &w->fs, "balance: resume -dconvert=raid1\n");
+	expect_log(_metadata, &w->fs, "balance: ended with status: 0");
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 }
 
@@ -783,16 +785,16 @@ TEST_F_TIMEOUT(lifecycle, fatal_signal_cancels_the_balance, 300)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
-		_exit(balance_v2(w->fd, &a) == 0 ? 0 : 1);
+		_exit(balance_v2(w->fs.fd, &a) == 0 ? 0 : 1);
 	wait_held(_metadata, w, HOLD_RELOCATION);
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	/* The hold lets a killed thread go; clear it all the same. */
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	expect_log(_metadata, w, "balance: canceled");
-	expect_no_balance(_metadata, w);
-	ASSERT_EQ(0, read_chunks(w->fd, &l));
+	expect_log(_metadata, &w->fs, "balance: canceled");
+	expect_no_balance(_metadata, &w->fs);
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l));
 	EXPECT_LT(0, count_data_not(&l, RAID1));
 	verify_dataset(_metadata, w);
 }
@@ -804,16 +806,17 @@ TEST_F_TIMEOUT(lifecycle, cancel_wins_over_a_racing_pause, 300)
 	struct chunk_list before, after;
 	struct call *pause, *cancel;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
-	pause = call_start(_metadata, w, do_balance_ctl, w->fd,
+	pause = call_start(_metadata, w, do_balance_ctl, w->fs.fd,
 			   BTRFS_BALANCE_CTL_PAUSE, NULL, NULL);
-	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
+	ASSERT_EQ(0, wait_balance_state(w->fs.fd, BTRFS_BALANCE_STATE_PAUSE_REQ,
 					HANG_MS));
-	cancel = call_start(_metadata, w, do_balance_ctl, w->fd,
+	cancel = call_start(_metadata, w, do_balance_ctl, w->fs.fd,
 			    BTRFS_BALANCE_CTL_CANCEL, NULL, NULL);
-	ASSERT_EQ(0, wait_balance_state(w->fd, BTRFS_BALANCE_STATE_PAUSE_REQ |
+	ASSERT_EQ(0, wait_balance_state(w->fs.fd,
+					BTRFS_BALANCE_STATE_PAUSE_REQ |
 					BTRFS_BALANCE_STATE_CANCEL_REQ,
 					HANG_MS));
 	/* Both are pending when the walk looks at them. */
@@ -822,10 +825,10 @@ TEST_F_TIMEOUT(lifecycle, cancel_wins_over_a_racing_pause, 300)
 	EXPECT_EQ(0, call_join(cancel));
 	EXPECT_EQ(0, call_join(pause));
 	EXPECT_EQ(0ULL, w->bt.args.stat.completed);
-	expect_log(_metadata, w, "balance: canceled");
-	EXPECT_EQ(0, kmsg_contains(&w->kmsg, "balance: paused"));
-	expect_no_balance(_metadata, w);
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	expect_log(_metadata, &w->fs, "balance: canceled");
+	EXPECT_EQ(0, kmsg_contains(&w->fs.kmsg, "balance: paused"));
+	expect_no_balance(_metadata, &w->fs);
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &after));
 	EXPECT_EQ(0, count_moved(&before, &after));
 	verify_dataset(_metadata, w);
 }
@@ -836,7 +839,7 @@ static void paused_on_disk(struct __test_metadata *_metadata, struct world *w,
 {
 	start_held(_metadata, w, a);
 	pause_held(_metadata, w);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 	ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
 }
 
@@ -848,26 +851,26 @@ TEST_F_TIMEOUT(lifecycle, resume_in_the_mount_resume_window_is_einprogress, 300)
 
 	convert_request(&a, RAID1);
 	paused_on_disk(_metadata, w, &a);
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
 	wait_held(_metadata, w, HOLD_RESUME_THREAD);
 	/* The resume thread has not started the balance: it runs already. */
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 	EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
-	expect_exclop(_metadata, w, "balance");
-	EXPECT_EQ(-EINPROGRESS, resume(w->fd, &r));
+	expect_exclop(_metadata, &w->fs, "balance");
+	EXPECT_EQ(-EINPROGRESS, resume(w->fs.fd, &r));
 	r = a;
-	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fd, &r));
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	EXPECT_EQ(-EINPROGRESS, balance_v2(w->fs.fd, &r));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
-	EXPECT_EQ(1, balance_item_present(w->fd));
+	EXPECT_EQ(1, balance_item_present(w->fs.fd));
 
 	ASSERT_EQ(0, balance_hold_set(0));
-	ret = wait_balance_gone(w->fd, HANG_MS);
+	ret = wait_balance_gone(w->fs.fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: ended with status: 0");
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	expect_log(_metadata, &w->fs, "balance: ended with status: 0");
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 }
 
@@ -880,7 +883,7 @@ TEST_F_TIMEOUT(lifecycle, unmount_in_the_mount_resume_window_keeps_it_paused,
 
 	convert_request(&a, RAID1);
 	paused_on_disk(_metadata, w, &a);
-	world_mount(_metadata, w, w->ndevs, 0, NULL);
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
 	wait_held(_metadata, w, HOLD_RESUME_THREAD);
 	/*
 	 * The unmount cannot end while the resume thread is held: it waits
@@ -889,17 +892,19 @@ TEST_F_TIMEOUT(lifecycle, unmount_in_the_mount_resume_window_keeps_it_paused,
 	um = umount_waiting(_metadata, w);
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, call_join(um));
-	w->mounted = false;
-	expect_log(_metadata, w, "balance: not resumed (-22), it stays paused");
+	w->fs.mounted = false;
+	expect_log(_metadata, &w->fs,
+		   "balance: not resumed (-22), it stays paused");
 
-	world_mount(_metadata, w, w->ndevs, 0, "skip_balance");
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, "skip_balance");
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
 		      &p);
 	EXPECT_EQ(BTRFS_BALANCE_ARGS_CONVERT, p.data.flags);
 	EXPECT_EQ(RAID1, p.data.target);
-	ASSERT_EQ(0, resume(w->fd, &r));
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	ASSERT_EQ(0, resume(w->fs.fd, &r));
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 }
 
@@ -911,7 +916,7 @@ TEST_F_TIMEOUT(lifecycle, unmount_in_the_mount_resume_window_keeps_it_paused,
 TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
 	       300)
 {
-	const char *spare = self->w.env.devs[variant->ndevs];
+	const char *spare = self->w.fs.env.devs[variant->ndevs];
 	struct btrfs_ioctl_balance_args a, p, r;
 	long page = sysconf(_SC_PAGESIZE);
 	struct world *w = &self->w;
@@ -923,36 +928,37 @@ TEST_F_TIMEOUT(lifecycle, resume_and_cancel_are_ebusy_while_a_device_add_runs,
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	pause_held(_metadata, w);
-	map = uffd_page(_metadata, w);
-	add = call_start(_metadata, w, do_add_dev, w->fd, 0, NULL, map);
-	uffd_wait(_metadata, w, &msg, "the device add never read its arguments");
+	map = uffd_page(_metadata, &w->fs);
+	add = call_start(_metadata, w, do_add_dev, w->fs.fd, 0, NULL, map);
+	uffd_wait(_metadata, &w->fs, &msg,
+		  "the device add never read its arguments");
 	ASSERT_EQ((unsigned long)map,
 		  msg.arg.pagefault.address & ~((__u64)page - 1));
 	EXPECT_FALSE(call_done(add));
-	expect_exclop(_metadata, w, "device add");
+	expect_exclop(_metadata, &w->fs, "device add");
 
 	/* The paused balance is there, but not to be taken now. */
-	EXPECT_EQ(-EBUSY, resume(w->fd, &r));
-	expect_log(_metadata, w,
+	EXPECT_EQ(-EBUSY, resume(w->fs.fd, &r));
+	expect_log(_metadata, &w->fs,
 		   "balance: cannot resume while another operation runs beside the paused balance");
-	EXPECT_EQ(-EBUSY, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	expect_log(_metadata, w,
+	EXPECT_EQ(-EBUSY, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL));
+	expect_log(_metadata, &w->fs,
 		   "balance: cannot cancel while another operation runs beside the paused balance");
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(0ULL, p.state);
-	EXPECT_EQ(1, balance_item_present(w->fd));
-	expect_exclop(_metadata, w, "device add");
+	EXPECT_EQ(1, balance_item_present(w->fs.fd));
+	expect_exclop(_metadata, &w->fs, "device add");
 
 	/* The arguments arrive: the spare is added. */
-	uffd_give_dev_args(_metadata, w, map, spare);
+	uffd_give_dev_args(_metadata, &w->fs, map, spare);
 	ASSERT_EQ(0, call_join(add)) TH_LOG("add %s", spare);
-	w->ndevs++;
-	EXPECT_EQ(w->ndevs, fs_num_devices(w->fd));
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	w->fs.ndevs++;
+	EXPECT_EQ(w->fs.ndevs, fs_num_devices(w->fs.fd));
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
 
-	ASSERT_EQ(0, resume(w->fd, &r));
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	ASSERT_EQ(0, resume(w->fs.fd, &r));
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 }
 
@@ -985,7 +991,7 @@ TEST_F_TIMEOUT(lifecycle, progress_counts_the_bytes_of_each_type, 300)
 	__u64 used, moved_used = 0, t0, t1, wall0, wall;
 	int i, moved = 0;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	used = used_of_type(&before, BTRFS_BLOCK_GROUP_DATA);
 	ASSERT_LT(0ULL, used);
 	convert_request(&a, RAID1);
@@ -994,7 +1000,7 @@ TEST_F_TIMEOUT(lifecycle, progress_counts_the_bytes_of_each_type, 300)
 	start_held(_metadata, w, &a);
 	t1 = time(NULL);
 
-	ASSERT_EQ(0, balance_progress(w->fd, &p0));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p0));
 	expect_only_data(_metadata, &p0);
 	d = &p0.types[DATA_INDEX];
 	EXPECT_EQ((__u64)count_type(&before, BTRFS_BLOCK_GROUP_DATA),
@@ -1009,8 +1015,8 @@ TEST_F_TIMEOUT(lifecycle, progress_counts_the_bytes_of_each_type, 300)
 	EXPECT_EQ(0ULL, p0.current_start);
 
 	hold_step(_metadata, w);
-	ASSERT_EQ(0, balance_progress(w->fd, &p1));
-	ASSERT_EQ(0, read_chunks(w->fd, &after));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p1));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &after));
 	for (i = 0; i < before.n; i++) {
 		if (find_chunk(&after, before.c[i].start) < 0) {
 			moved++;
@@ -1036,7 +1042,7 @@ TEST_F_TIMEOUT(lifecycle, progress_counts_the_bytes_of_each_type, 300)
 	EXPECT_LT(0ULL, w->bt.args.run_time_ms);
 	EXPECT_GE(wall, w->bt.args.run_time_ms);
 	EXPECT_EQ(0ULL, w->bt.args.current_type);
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
@@ -1051,25 +1057,25 @@ TEST_F_TIMEOUT(lifecycle, run_time_leaves_out_a_pause, 300)
 	start_held(_metadata, w, &a);
 	hold_step(_metadata, w);
 	pause_held(_metadata, w);
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p1);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p1);
 	EXPECT_EQ(BTRFS_BALANCE_EXT_PROGRESS, p1.ext_flags);
 	EXPECT_EQ(1ULL, p1.types[DATA_INDEX].chunks_done);
 
 	usleep(1200 * 1000);
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p2);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p2);
 	EXPECT_EQ(p1.run_time_ms, p2.run_time_ms);
 	EXPECT_EQ(p1.start_time, p2.start_time);
 
 	/* The resume adds its own run, no more than it took. */
 	wall0 = now_ms();
-	ASSERT_EQ(0, resume(w->fd, &r));
+	ASSERT_EQ(0, resume(w->fs.fd, &r));
 	wall = now_ms() - wall0;
 	EXPECT_EQ(p1.start_time, r.start_time);
 	EXPECT_LE(p1.run_time_ms, r.run_time_ms);
 	EXPECT_GE(p1.run_time_ms + wall, r.run_time_ms);
 	EXPECT_EQ(r.types[DATA_INDEX].chunks_expected,
 		  r.types[DATA_INDEX].chunks_done);
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
@@ -1085,20 +1091,20 @@ TEST_F_TIMEOUT(lifecycle, progress_names_the_chunk_being_relocated, 300)
 	const struct chunk *top;
 	char text[4096];
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	top = &before.c[before.n - 1];
 	ASSERT_NE(0ULL, top->type & BTRFS_BLOCK_GROUP_DATA);
 	full_request(&a);
 	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fs.fd, &a));
 	wait_held(_metadata, w, HOLD_IN_RELOCATION);
 
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ(top->start, p.current_start);
 	EXPECT_EQ(top->length, p.current_length);
 	EXPECT_EQ(top->type, p.current_type);
 	EXPECT_EQ(top->used, p.current_used);
-	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+	ASSERT_EQ(0, fs_sysfs_text(w->fs.fd, "balance_progress", text,
 				   sizeof(text)));
 	EXPECT_EQ(top->start, text_u64(text, "current_start"));
 	EXPECT_EQ(top->used, text_u64(text, "current_used"));
@@ -1194,42 +1200,43 @@ TEST_F_TIMEOUT(lifecycle, sysfs_shows_the_progress_to_all, 300)
 	struct stat st;
 	int sfd, err;
 
-	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+	ASSERT_EQ(0, fs_sysfs_text(w->fs.fd, "balance_progress", text,
 				   sizeof(text)));
 	EXPECT_TRUE(!strncmp(text, "state none\n", 11)) TH_LOG("%s", text);
 	EXPECT_EQ(0ULL, text_u64(text, "data_bytes_expected"));
-	sfd = fs_sysfs_open(w->fd, "balance_progress", O_RDONLY);
+	sfd = fs_sysfs_open(w->fs.fd, "balance_progress", O_RDONLY);
 	ASSERT_LE(0, sfd);
 	ASSERT_EQ(0, fstat(sfd, &st));
 	close(sfd);
 	EXPECT_EQ(0444U, st.st_mode & 07777);
-	EXPECT_EQ(-EACCES, fs_sysfs_open(w->fd, "balance_progress", O_WRONLY));
+	EXPECT_EQ(-EACCES, fs_sysfs_open(w->fs.fd, "balance_progress",
+					 O_WRONLY));
 
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	hold_step(_metadata, w);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
-	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
+	ASSERT_EQ(0, fs_sysfs_text(w->fs.fd, "balance_progress", text,
 				   sizeof(text)));
 	EXPECT_TRUE(!strncmp(text, "state running\n", 14)) TH_LOG("%s", text);
 	expect_sysfs_matches(_metadata, text, &p);
 	EXPECT_LE(p.run_time_ms, text_u64(text, "run_time_ms"));
 
 	/* A user without privileges reads the file, not the ioctl. */
-	ASSERT_EQ(0, read_unprivileged(w->fd, text, sizeof(text), &err));
+	ASSERT_EQ(0, read_unprivileged(w->fs.fd, text, sizeof(text), &err));
 	EXPECT_EQ(EPERM, err);
 	expect_sysfs_matches(_metadata, text, &p);
 
 	pause_held(_metadata, w);
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
-	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
+	ASSERT_EQ(0, fs_sysfs_text(w->fs.fd, "balance_progress", text,
 				   sizeof(text)));
 	EXPECT_TRUE(!strncmp(text, "state paused\n", 13)) TH_LOG("%s", text);
 	expect_sysfs_matches(_metadata, text, &p);
 	EXPECT_EQ(p.run_time_ms, text_u64(text, "run_time_ms"));
 
-	ASSERT_EQ(0, balance_ctl(w->fd, BTRFS_BALANCE_CTL_CANCEL));
-	ASSERT_EQ(0, fs_sysfs_text(w->fd, "balance_progress", text,
+	ASSERT_EQ(0, balance_ctl(w->fs.fd, BTRFS_BALANCE_CTL_CANCEL));
+	ASSERT_EQ(0, fs_sysfs_text(w->fs.fd, "balance_progress", text,
 				   sizeof(text)));
 	EXPECT_TRUE(!strncmp(text, "state none\n", 11)) TH_LOG("%s", text);
 }
@@ -1244,7 +1251,7 @@ TEST_F_TIMEOUT(lifecycle, output_fields_of_a_request_are_ignored, 300)
 	struct chunk_list before;
 	struct world *w = &self->w;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	convert_request(&a, RAID1);
 	a.ext_flags = ~0ULL;
 	memset(a.types, 0xff, sizeof(a.types));
@@ -1253,7 +1260,7 @@ TEST_F_TIMEOUT(lifecycle, output_fields_of_a_request_are_ignored, 300)
 	a.current_start = a.current_length = ~0ULL;
 	a.current_type = a.current_used = ~0ULL;
 	start_held(_metadata, w, &a);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	expect_only_data(_metadata, &p);
 	EXPECT_EQ((__u64)count_type(&before, BTRFS_BLOCK_GROUP_DATA),
 		  p.types[DATA_INDEX].chunks_expected);
@@ -1265,7 +1272,7 @@ TEST_F_TIMEOUT(lifecycle, output_fields_of_a_request_are_ignored, 300)
 	EXPECT_EQ(0ULL, p.current_type);
 	ASSERT_EQ(0, balance_hold_set(0));
 	ASSERT_EQ(0, balance_thread_join(&w->bt));
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 }
 
 /*
@@ -1291,7 +1298,7 @@ FIXTURE_VARIANT_ADD(resume, at_mount) {
 
 FIXTURE_SETUP(resume)
 {
-	if (!world_setup(_metadata, &self->w, 1, 1, "single", "dup", "512M",
+	if (!world_setup(_metadata, &self->w.fs, 1, 1, "single", "dup", "512M",
 			 0))
 		return;
 	make_dataset(_metadata, &self->w, 6);
@@ -1316,13 +1323,13 @@ TEST_F_TIMEOUT(resume, limit_counts_the_chunks_taken_before_a_pause, 300)
 	struct world *w = &self->w;
 	int ret;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &l0));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l0));
 	ASSERT_LT(LIMIT + 1, count_type(&l0, BTRFS_BLOCK_GROUP_DATA));
 	data_request(&a);
 	a.data.flags = BTRFS_BALANCE_ARGS_LIMIT;
 	a.data.limit = LIMIT;
 	start_held(_metadata, w, &a);
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ((__u64)LIMIT, p.stat.expected);
 	hold_step(_metadata, w);
 	pause_held(_metadata, w);
@@ -1331,23 +1338,23 @@ TEST_F_TIMEOUT(resume, limit_counts_the_chunks_taken_before_a_pause, 300)
 	EXPECT_EQ(1ULL, w->bt.args.stat.completed);
 	EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, w->bt.args.data.flags);
 	EXPECT_EQ((__u64)LIMIT, w->bt.args.data.limit);
-	ASSERT_EQ(0, read_chunks(w->fd, &l1));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l1));
 	EXPECT_EQ(1, count_moved(&l0, &l1));
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
 	EXPECT_EQ((__u64)LIMIT, p.data.limit);
 
 	/* The counters are the whole balance's, from before the pause on. */
 	if (!variant->by_mount) {
-		ASSERT_EQ(0, resume(w->fd, &r));
+		ASSERT_EQ(0, resume(w->fs.fd, &r));
 		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, r.data.flags);
 		EXPECT_EQ((__u64)LIMIT, r.data.limit);
 		EXPECT_EQ((__u64)LIMIT, r.stat.expected);
 		EXPECT_EQ((__u64)LIMIT, r.stat.completed);
 	} else {
 		/* The limit and the chunks taken come from the item. */
-		world_umount(_metadata, w);
+		world_umount(_metadata, &w->fs);
 		mount_resume_held(_metadata, w);
-		ASSERT_EQ(0, balance_progress(w->fd, &p));
+		ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 		EXPECT_EQ(BTRFS_BALANCE_STATE_RUNNING, p.state);
 		EXPECT_EQ(BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, p.flags);
 		EXPECT_EQ(BTRFS_BALANCE_ARGS_LIMIT, p.data.flags);
@@ -1355,12 +1362,12 @@ TEST_F_TIMEOUT(resume, limit_counts_the_chunks_taken_before_a_pause, 300)
 		EXPECT_EQ((__u64)LIMIT, p.stat.expected);
 		EXPECT_EQ(1ULL, p.stat.completed);
 		ASSERT_EQ(0, balance_hold_set(0));
-		ret = wait_balance_gone(w->fd, HANG_MS);
+		ret = wait_balance_gone(w->fs.fd, HANG_MS);
 		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
-		expect_log(_metadata, w, "balance: resume -dlimit=2\n");
+		expect_log(_metadata, &w->fs, "balance: resume -dlimit=2\n");
 	}
-	expect_no_balance(_metadata, w);
-	ASSERT_EQ(0, read_chunks(w->fd, &l2));
+	expect_no_balance(_metadata, &w->fs);
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &l2));
 	EXPECT_EQ(LIMIT - 1, count_moved(&l1, &l2));
 	EXPECT_EQ(LIMIT, count_moved(&l0, &l1) + count_moved(&l1, &l2));
 	verify_dataset(_metadata, w);
@@ -1395,17 +1402,17 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 	struct world *w = &self->w;
 	__u64 used, ndata, left;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	used = used_of_type(&before, BTRFS_BLOCK_GROUP_DATA);
 	ndata = count_type(&before, BTRFS_BLOCK_GROUP_DATA);
 	data_request(&a);
 	start_held(_metadata, w, &a);
 	hold_step(_metadata, w);
 	pause_held(_metadata, w);
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA, &p1);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p1);
 	ASSERT_EQ(1ULL, p1.types[DATA_INDEX].chunks_done);
 	ASSERT_LT(0ULL, p1.types[DATA_INDEX].bytes_done);
-	ASSERT_EQ(0, read_chunks(w->fd, &paused));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &paused));
 	left = used_of_old_data(&before, &paused);
 
 	if (variant->by_mount) {
@@ -1413,16 +1420,16 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 		 * From the item alone: what the pause had done, exactly; what
 		 * is expected is counted again when the balance runs.
 		 */
-		world_umount(_metadata, w);
-		world_mount(_metadata, w, w->ndevs, 0, "skip_balance");
-		expect_paused(_metadata, w,
+		world_umount(_metadata, &w->fs);
+		world_mount(_metadata, &w->fs, w->fs.ndevs, 0, "skip_balance");
+		expect_paused(_metadata, &w->fs,
 			      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, &p);
 		d = &p.types[DATA_INDEX];
 		EXPECT_EQ(p1.types[DATA_INDEX].chunks_done, d->chunks_done);
 		EXPECT_EQ(p1.types[DATA_INDEX].bytes_done, d->bytes_done);
 		EXPECT_EQ(p1.start_time, p.start_time);
 		EXPECT_EQ(p1.run_time_ms, p.run_time_ms);
-		world_umount(_metadata, w);
+		world_umount(_metadata, &w->fs);
 		mount_resume_held(_metadata, w);
 	} else {
 		memset(&a, 0, sizeof(a));
@@ -1430,7 +1437,7 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 		start_held(_metadata, w, &a);
 	}
 	/* Counted again: what is left, plus what was done before. */
-	ASSERT_EQ(0, balance_progress(w->fd, &p));
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	d = &p.types[DATA_INDEX];
 	EXPECT_EQ(BTRFS_BALANCE_EXT_PROGRESS, p.ext_flags);
 	EXPECT_EQ(ndata, d->chunks_expected);
@@ -1442,7 +1449,7 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 
 	ASSERT_EQ(0, balance_hold_set(0));
 	if (variant->by_mount) {
-		ASSERT_EQ(0, wait_balance_gone(w->fd, HANG_MS))
+		ASSERT_EQ(0, wait_balance_gone(w->fs.fd, HANG_MS))
 			TH_LOG("the resumed balance did not end");
 	} else {
 		ASSERT_EQ(0, balance_thread_join(&w->bt));
@@ -1452,7 +1459,7 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 		EXPECT_EQ(d->bytes_expected, d->bytes_done);
 		EXPECT_EQ(ndata, w->bt.args.stat.completed);
 	}
-	expect_no_balance(_metadata, w);
+	expect_no_balance(_metadata, &w->fs);
 	verify_dataset(_metadata, w);
 }
 
@@ -1464,7 +1471,7 @@ FIXTURE(degraded) {
 
 FIXTURE_SETUP(degraded)
 {
-	if (!world_setup(_metadata, &self->w, 2, 2, "raid1", "raid1", "384M",
+	if (!world_setup(_metadata, &self->w.fs, 2, 2, "raid1", "raid1", "384M",
 			 0))
 		return;
 	make_dataset(_metadata, &self->w, 2);
@@ -1485,11 +1492,11 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	       300)
 {
 	char *forget[6] = {
-		"btrfs", "device", "scan", "--forget", self->w.env.devs[1],
+		"btrfs", "device", "scan", "--forget", self->w.fs.env.devs[1],
 		NULL,
 	};
 	char *scrub[6] = {
-		"btrfs", "scrub", "start", "-B", self->w.env.mnt, NULL,
+		"btrfs", "scrub", "start", "-B", self->w.fs.env.mnt, NULL,
 	};
 	struct btrfs_ioctl_balance_args a, p, r;
 	struct world *w = &self->w;
@@ -1498,41 +1505,47 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	convert_request(&a, RAID1);
 	start_held(_metadata, w, &a);
 	pause_held(_metadata, w);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 	ASSERT_EQ(0, run_cmd(forget));
 
 	/* Mount-time resume: it gives up, or forgets the balance. */
-	world_mount(_metadata, w, 1, 0, "degraded");
+	world_mount(_metadata, &w->fs, 1, 0, "degraded");
 	wait_resume_given_up(_metadata, w);
-	expect_log(_metadata, w, "balance: invalid convert data profile raid1");
-	expect_log(_metadata, w, "balance: not resumed (-22), it stays paused");
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+	expect_log(_metadata, &w->fs,
+		   "balance: invalid convert data profile raid1");
+	expect_log(_metadata, &w->fs,
+		   "balance: not resumed (-22), it stays paused");
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
 		      &p);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 
 	/* Resume by the ioctl. */
-	kmsg_end(&w->kmsg);
-	ASSERT_EQ(0, kmsg_start(&w->kmsg));
-	world_mount(_metadata, w, 1, 0, "degraded,skip_balance");
-	expect_log(_metadata, w, "balance: resume skipped");
-	EXPECT_EQ(-EINVAL, resume(w->fd, &r));
-	expect_log(_metadata, w, "balance: invalid convert data profile raid1");
-	expect_log(_metadata, w, "balance: not resumed (-22), it stays paused");
-	expect_paused(_metadata, w, BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
+	kmsg_end(&w->fs.kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->fs.kmsg));
+	world_mount(_metadata, &w->fs, 1, 0, "degraded,skip_balance");
+	expect_log(_metadata, &w->fs, "balance: resume skipped");
+	EXPECT_EQ(-EINVAL, resume(w->fs.fd, &r));
+	expect_log(_metadata, &w->fs,
+		   "balance: invalid convert data profile raid1");
+	expect_log(_metadata, &w->fs,
+		   "balance: not resumed (-22), it stays paused");
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
 		      &p);
 	verify_dataset(_metadata, w);
-	world_umount(_metadata, w);
+	world_umount(_metadata, &w->fs);
 
 	/* Both devices: resumed at mount, and done. */
-	kmsg_end(&w->kmsg);
-	ASSERT_EQ(0, kmsg_start(&w->kmsg));
-	world_mount(_metadata, w, 2, 0, NULL);
-	ret = wait_balance_gone(w->fd, HANG_MS);
+	kmsg_end(&w->fs.kmsg);
+	ASSERT_EQ(0, kmsg_start(&w->fs.kmsg));
+	world_mount(_metadata, &w->fs, 2, 0, NULL);
+	ret = wait_balance_gone(w->fs.fd, HANG_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end: %d", ret);
-	expect_log(_metadata, w, "balance: resume -dconvert=raid1\n");
-	expect_log(_metadata, w, "balance: ended with status: 0");
-	expect_no_balance(_metadata, w);
-	expect_all_data(_metadata, w, RAID1);
+	expect_log(_metadata, &w->fs, "balance: resume -dconvert=raid1\n");
+	expect_log(_metadata, &w->fs, "balance: ended with status: 0");
+	expect_no_balance(_metadata, &w->fs);
+	expect_all_data(_metadata, &w->fs, RAID1);
 	verify_dataset(_metadata, w);
 	/*
 	 * What the degraded mounts wrote has one copy: the scrub writes the
@@ -1559,7 +1572,7 @@ TEST_F_TIMEOUT(resume, a_paused_full_balance_relocates_each_chunk_once, 300)
 	__u64 n, k, bound;
 	int ret;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	n = before.n;
 	k = n / 2;
 	bound = chunks_end(&before);
@@ -1571,36 +1584,36 @@ TEST_F_TIMEOUT(resume, a_paused_full_balance_relocates_each_chunk_once, 300)
 	pause_held(_metadata, w);
 	EXPECT_EQ(k, w->bt.args.stat.completed);
 	EXPECT_EQ(n, w->bt.args.stat.expected);
-	ASSERT_EQ(0, balance_item_read(w->fd, &item));
+	ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
 	EXPECT_EQ(bound, item.bound);
 	EXPECT_EQ(k, item.completed);
 	verify_dataset(_metadata, w);
 
 	if (!variant->by_mount) {
-		ASSERT_EQ(0, resume(w->fd, &r));
+		ASSERT_EQ(0, resume(w->fs.fd, &r));
 		EXPECT_EQ(n, r.stat.expected);
 		EXPECT_EQ(n, r.stat.considered);
 		EXPECT_EQ(n, r.stat.completed);
 		EXPECT_EQ(0ULL, r.data.flags);
 		EXPECT_EQ(0ULL, r.meta.flags);
 	} else {
-		world_umount(_metadata, w);
+		world_umount(_metadata, &w->fs);
 		mount_resume_held(_metadata, w);
 		/* Counted what is left, on top of the chunks done before. */
-		ASSERT_EQ(0, balance_progress(w->fd, &p));
+		ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 		EXPECT_EQ(n, p.stat.expected);
 		EXPECT_EQ(k, p.stat.considered);
 		EXPECT_EQ(k, p.stat.completed);
 		EXPECT_EQ(0ULL, p.data.flags);
 		ASSERT_EQ(0, balance_hold_set(0));
-		ret = wait_balance_gone(w->fd, HANG_MS);
+		ret = wait_balance_gone(w->fs.fd, HANG_MS);
 		ASSERT_EQ(0, ret) TH_LOG("the resumed balance did not end");
-		expect_log(_metadata, w, "balance: ended with status: 0");
+		expect_log(_metadata, &w->fs, "balance: ended with status: 0");
 	}
-	EXPECT_EQ(0, kmsg_contains(&w->kmsg, "usage=90"));
-	expect_no_balance(_metadata, w);
-	expect_each_relocated_once(_metadata, w, &before, bound, -1);
-	expect_none_below(_metadata, w, bound);
+	EXPECT_EQ(0, kmsg_contains(&w->fs.kmsg, "usage=90"));
+	expect_no_balance(_metadata, &w->fs);
+	expect_each_relocated_once(_metadata, &w->fs, &before, bound, -1);
+	expect_none_below(_metadata, &w->fs, bound);
 	verify_dataset(_metadata, w);
 }
 
@@ -1619,37 +1632,37 @@ TEST_F_TIMEOUT(resume, a_pause_stops_inside_a_block_group, 300)
 	struct world *w = &self->w;
 	__u64 bound;
 
-	ASSERT_EQ(0, read_chunks(w->fd, &before));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
 	bound = chunks_end(&before);
 	full_request(&a);
 	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fs.fd, &a));
 	/* The highest chunk, data, has its extent found: it is under way. */
 	wait_held(_metadata, w, HOLD_IN_RELOCATION);
 	pause_held(_metadata, w);
-	expect_log(_metadata, w, "balance: paused");
+	expect_log(_metadata, &w->fs, "balance: paused");
 	EXPECT_EQ(0ULL, w->bt.args.stat.completed);
-	ASSERT_EQ(0, read_chunks(w->fd, &paused));
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &paused));
 	EXPECT_EQ(0, count_moved(&before, &paused));
 	EXPECT_LE(0, find_chunk(&paused, before.c[before.n - 1].start));
-	ASSERT_EQ(0, balance_item_read(w->fd, &item));
+	ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
 	EXPECT_EQ(0ULL, item.completed);
 	verify_dataset(_metadata, w);
 
 	if (!variant->by_mount) {
-		ASSERT_EQ(0, resume(w->fd, &r));
+		ASSERT_EQ(0, resume(w->fs.fd, &r));
 		EXPECT_EQ((__u64)before.n, r.stat.completed);
 	} else {
-		world_umount(_metadata, w);
-		world_mount(_metadata, w, w->ndevs, 0, NULL);
-		ASSERT_EQ(0, wait_balance_gone(w->fd, HANG_MS))
+		world_umount(_metadata, &w->fs);
+		world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
+		ASSERT_EQ(0, wait_balance_gone(w->fs.fd, HANG_MS))
 			TH_LOG("the resumed balance did not end");
-		expect_log(_metadata, w, "balance: ended with status: 0");
+		expect_log(_metadata, &w->fs, "balance: ended with status: 0");
 	}
-	expect_no_balance(_metadata, w);
-	expect_each_relocated_once(_metadata, w, &before, bound,
+	expect_no_balance(_metadata, &w->fs);
+	expect_each_relocated_once(_metadata, &w->fs, &before, bound,
 				   before.n - 1);
-	expect_none_below(_metadata, w, bound);
+	expect_none_below(_metadata, &w->fs, bound);
 	verify_dataset(_metadata, w);
 }
 
