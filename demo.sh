@@ -76,7 +76,7 @@ vm_step "running the VM" "$dir" "$steps_log" --kernel "$dir/bzImage" --initrd "$
 	--disks 4 --disk-size 512M --timeout "$TIMEOUT" --check-images \
 	--append "restriper.run=/selftests/demo-in-guest.sh" || rc=$?
 # The guest's own status (the demo's checks), when the VM step itself passed.
-[ "$rc" -ne 0 ] || rc=$(sed -n 's/^exit_status=//p' "$dir/vm-result.txt")
+[ "$rc" -ne 0 ] || rc=$(vm_result "$dir" exit_status)
 [ -n "$rc" ] || rc=1
 dm=''
 [ ! -f "$dir/dmesg.log" ] || dm=$(scan_dmesg "$dir/dmesg.log")

@@ -110,17 +110,6 @@ build_all() { # RUN_DIR STEPS_LOG
 
 # --- judging ----------------------------------------------------------------
 
-vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # DIR KEY
-
-# The fuzzer's TAP section of the console (without the kernel's lines).
-extract_tap() { # CONSOLE
-	sed 's/\r$//' "$1" | awk -v name="$PROG" '
-		index($0, "=== TAP BEGIN " name " ===") { on = 1; next }
-		index($0, "=== TAP END " name " rc=") { on = 0; next }
-		on && !/^\[ *[0-9]+\.[0-9]+\] / { print }
-	'
-}
-
 PROBLEMS=()
 N=0 M=1 NOTE=' (no result)'
 
@@ -130,17 +119,19 @@ show_lines() {
 }
 
 judge() { # RUN_DIR
-	local dir=$1 tap=$1/fuzz.tap line pass fail plan results dm kern
-	extract_tap "$dir/console.log" >"$tap"
-	pass=$(grep -c '^ok ' "$tap" || true)
-	fail=$(grep -c '^not ok ' "$tap" || true)
-	results=$((pass + fail))
-	plan=$(sed -n 's/^1\.\.\([0-9]*\).*/\1/p' "$tap" | head -n1)
+	local dir=$1 tap=$1/tap/$PROG.tap line pass fail skip plan results bail dm kern
+	mkdir -p "$dir/tap"
+	split_tap "$dir/console.log" "$dir/tap" >/dev/null
+	[ -f "$tap" ] || : >"$tap"
+	read -r pass fail skip plan results bail < <(tap_counts "$tap")
+	[ "$plan" != - ] || plan=
 	echo "fuzzer (seed $SEED, $CALLS calls asked): $pass passed, $fail failed of ${plan:-no} plan"
 	show_lines '^(not ok|ok) ' "$tap"
 	show_lines '^# (FAILED|kernel:|calls stopped)' "$tap" 30
 	show_lines '^# +[0-9]+ calls in|^#   |^# calls that met' "$tap"
 	[ "$fail" -eq 0 ] || PROBLEMS+=("$fail failed result(s) of $PROG")
+	[ "$skip" -eq 0 ] || PROBLEMS+=("$skip skipped result(s) of $PROG")
+	[ "$bail" -eq 0 ] || PROBLEMS+=("$PROG bailed out")
 	[ -n "$plan" ] && [ "$plan" = "$results" ] ||
 		PROBLEMS+=("$PROG planned ${plan:-nothing}, printed $results result(s)")
 	line=$(grep -E '^# fuzz: [0-9]+ calls, [0-9]+ failed$' "$tap" | tail -n1 || true)
@@ -154,15 +145,7 @@ judge() { # RUN_DIR
 		[ "$M" -eq 0 ] || PROBLEMS+=("$M call(s) returned a result outside their documented set")
 	fi
 	if [ -f "$dir/vm-result.txt" ]; then
-		[ "$(vm_result "$dir" timed_out)" = 0 ] || PROBLEMS+=("the VM timed out (killed after $TIMEOUT s)")
-		[ "$(vm_result "$dir" panic)" = 0 ] || PROBLEMS+=("kernel panic (see $dir/console.log)")
-		case "$(vm_result "$dir" guest_status)" in
-		0) ;;
-		none) PROBLEMS+=("the guest did not finish (no exit status)") ;;
-		*) PROBLEMS+=("guest exit status $(vm_result "$dir" guest_status)") ;;
-		esac
-		[ "$(vm_result "$dir" images_failed)" = 0 ] ||
-			PROBLEMS+=("btrfs check failed on $(vm_result "$dir" images_failed) filesystem(s) left on the disk images (check-*.log)")
+		mapfile -t -O "${#PROBLEMS[@]}" PROBLEMS < <(vm_run_problems "$dir" "$TIMEOUT")
 	else
 		PROBLEMS+=("vm/run-vm.sh left no result (see $dir/steps.log)")
 	fi

@@ -89,7 +89,6 @@ boot() {
 		"$@" >>"$steps" 2>&1
 }
 
-vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # BOOT_DIR KEY
 
 # relocation_problems RUN_DIR NBOOTS: from the consoles of the boots,
 # in order, what breaks "each chunk relocated once, nothing else": a chunk
@@ -138,7 +137,7 @@ relocation_problems() {
 # run_one I: one run; prints its line, returns non-zero when it failed.
 run_one() {
 	local i=$1 dir=$RUN_DIR/run-$1 steps kind mode k d pause=0 d2=0 nboots synced rc=0 t0=$SECONDS
-	local problems=() desc b probs relocs
+	local problems=() desc b probs relocs plan
 	mkdir -p "$dir"
 	steps=$dir/steps.log
 	RANDOM=$((SEED + i * 7919))
@@ -186,6 +185,8 @@ run_one() {
 			problems+=("boot $b: btrfs check failed on the images the cut left")
 		[ -z "$(scan_dmesg "$dir/boot$b/dmesg.log")" ] ||
 			problems+=("boot $b: the kernel log has a splat ($dir/boot$b/dmesg.log)")
+		[ -z "$(scan_data_errors "$dir/boot$b/dmesg.log")" ] ||
+			problems+=("boot $b: the kernel log has a data error ($dir/boot$b/dmesg.log)")
 	done
 	if [ ${#problems[@]} -eq 0 ]; then
 		synced=$(cat "$dir"/boot*/console.log | sed -n 's/^# synced \([0-9]*\)$/\1/p' | sort -n | tail -n1)
@@ -196,10 +197,14 @@ run_one() {
 		grep -a '^not ok' "$b/console.log" | head -n 10 | while IFS= read -r l; do echo "    $l"; done >>"$steps"
 		mapfile -t probs < <(grep -a '^not ok' "$b/console.log" | head -n 5)
 		problems+=("${probs[@]}")
-		[ "$(grep -ac '^ok [0-9]' "$b/console.log")" -ge 11 ] || [ ${#probs[@]} -gt 0 ] ||
-			problems+=("the verify boot printed fewer than 11 results")
+		plan=$(sed -n 's/^1\.\.\([0-9]*\).*/\1/p' "$b/console.log" | head -n1)
+		[ -n "$plan" ] && [ "$(grep -ac '^ok [0-9]' "$b/console.log")" -eq "$plan" ] ||
+			[ ${#probs[@]} -gt 0 ] ||
+			problems+=("the verify boot printed fewer results than its plan (${plan:-none})")
 		[ -z "$(scan_dmesg "$b/dmesg.log")" ] ||
 			problems+=("verify boot: the kernel log has a splat ($b/dmesg.log)")
+		[ -z "$(scan_data_errors "$b/dmesg.log")" ] ||
+			problems+=("verify boot: the kernel log has a data error ($b/dmesg.log)")
 		mapfile -t probs < <(relocation_problems "$dir" "$nboots")
 		relocs=${probs[-1]}
 		unset 'probs[-1]'

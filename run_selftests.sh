@@ -194,58 +194,6 @@ build_all() { # RUN_DIR STEPS_LOG
 
 # --- judging ----------------------------------------------------------------
 
-# split_tap CONSOLE TAPDIR: write each "=== TAP BEGIN x ===" ... "=== TAP END x
-# rc=n ===" section of the console to TAPDIR/x.tap (without the kernel's
-# lines, which share the console) and print "x rc" per test, in order; rc is
-# "none" when the section did not end (the guest died in the test).
-split_tap() {
-	awk -v dir="$2" '
-		function name_after(s, tag,   t) {
-			t = substr(s, index(s, tag) + length(tag))
-			sub(/ .*/, "", t)
-			return t
-		}
-		/=== TAP BEGIN [^ ]+ ===/ {
-			cur = name_after($0, "=== TAP BEGIN ")
-			file = dir "/" cur ".tap"
-			printf "" >file
-			order[++n] = cur
-			next
-		}
-		/=== TAP END [^ ]+ rc=[0-9]+ ===/ {
-			t = name_after($0, "=== TAP END ")
-			r = $0
-			sub(/.*rc=/, "", r)
-			sub(/ .*/, "", r)
-			rc[t] = r
-			if (file != "") close(file)
-			cur = ""
-			file = ""
-			next
-		}
-		cur != "" && !/^\[ *[0-9]+\.[0-9]+\] / { print >file }
-		END {
-			for (i = 1; i <= n; i++)
-				print order[i], ((order[i] in rc) ? rc[order[i]] : "none")
-		}
-	' "$1"
-}
-
-# tap_counts TAPFILE: "pass fail skip plan results bailout" of the top-level
-# TAP lines (subtests are indented and not counted).  A "# SKIP" or "# TODO"
-# directive counts as skipped; plan is "-" when there is none.
-tap_counts() {
-	awk '
-		function directive(s) { s = tolower(s); return s ~ /#[ \t]*(skip|todo)/ }
-		/^ok( |$)/ { results++; if (directive($0)) skip++; else pass++; next }
-		/^not ok( |$)/ { results++; if (directive($0)) skip++; else fail++; next }
-		/^1\.\.[0-9]+/ { if (plan == "") { plan = $0; sub(/^1\.\./, "", plan); sub(/[^0-9].*/, "", plan) } next }
-		/^Bail out!/ { bail = 1 }
-		END { print pass + 0, fail + 0, skip + 0, (plan == "" ? "-" : plan), results + 0, bail + 0 }
-	' "$1"
-}
-
-vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; } # RUN_DIR KEY
 
 # The counts of all the runs judged, and what failed them.
 TP=0 TF=0 TS=0
@@ -314,15 +262,7 @@ judge() {
 		problems+=("no TAP result at all (tests run: $ntests)")
 	fi
 	if [ -f "$dir/vm-result.txt" ]; then
-		[ "$(vm_result "$dir" timed_out)" = 0 ] || problems+=("the VM timed out (killed after $timeout s)")
-		[ "$(vm_result "$dir" panic)" = 0 ] || problems+=("kernel panic (see $dir/console.log)")
-		case "$(vm_result "$dir" guest_status)" in
-		0) ;;
-		none) problems+=("the guest did not finish (no exit status)") ;;
-		*) problems+=("guest exit status $(vm_result "$dir" guest_status) (a test program failed)") ;;
-		esac
-		[ "$(vm_result "$dir" images_failed)" = 0 ] ||
-			problems+=("btrfs check failed on $(vm_result "$dir" images_failed) filesystem(s) left on the disk images (check-*.log)")
+		mapfile -t -O "${#problems[@]}" problems < <(vm_run_problems "$dir" "$timeout")
 	elif [ "$vm_rc" -ne 0 ]; then
 		problems+=("vm/run-vm.sh failed (status $vm_rc)")
 	fi
@@ -330,6 +270,17 @@ judge() {
 
 	TP=$((TP + tp)) TF=$((TF + tf)) TS=$((TS + ts))
 	[ ${#problems[@]} -eq 0 ] || PROBLEMS+=("${problems[@]/#/$pre}")
+}
+
+# judge_data_errors RUN_DIR PREFIX: the data errors of the run's kernel log
+# (scan_data_errors), to PROBLEMS.
+judge_data_errors() {
+	local dm
+	dm=$(scan_data_errors "$1/dmesg.log")
+	[ -n "$dm" ] || return 0
+	PROBLEMS+=("$2the kernel log has $(wc -l <<<"$dm") data error line(s)")
+	echo "$1/dmesg.log lines that say data was bad:"
+	head -n 20 <<<"$dm" | sed 's/^/  /'
 }
 
 # judge_dmesg RUN_DIR PREFIX: the splats of the run's kernel log, to PROBLEMS.
@@ -375,8 +326,10 @@ judge_crash() {
 	[ "$(vm_result "$b1" images_failed)" = 0 ] || [ ! -f "$b1/vm-result.txt" ] ||
 		PROBLEMS+=("crash stage: btrfs check failed on the images as the crash left them ($b1/check-*.log)")
 	judge_dmesg "$b1" "crash stage, boot 1: "
+	judge_data_errors "$b1" "crash stage, boot 1: "
 	if [ -f "$b2/console.log" ]; then
 		judge "$b2" "$2" "$CRASH_TIMEOUT" "crash stage"
+		judge_data_errors "$b2" "crash stage, boot 2: "
 	else
 		printf '  %-28s not run\n' "boot 2 (verify)"
 	fi

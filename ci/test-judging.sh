@@ -8,7 +8,8 @@
 #                               when any did
 #
 # Judges tried: judge_vm_stage (the VM stage's summary), kunit_summary and
-# kunit_cases (KUnit), scan_dmesg (the kernel log of a VM run).
+# kunit_cases (KUnit), scan_dmesg (the kernel log of a VM run),
+# scan_data_errors (that of a power-cut or crash run).
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -147,6 +148,25 @@ dmesg_case fail "a transaction abort" "[    0.000000] Linux version 6.12" \
 	"[    5.000000] BTRFS: Transaction aborted (error -28)"
 dmesg_case fail "its beginning lost" \
 	"[   11.637510] BTRFS info (device vda): checking UUID tree"
+
+# The kernel log of a power-cut or crash run: scan_data_errors prints the
+# lines that say data was bad on a device.
+# shellcheck disable=SC2317 # called through expect()
+data_clean() {
+	[ -z "$(scan_data_errors "$WORK/dmesg.log")" ]
+}
+data_case() {
+	printf '%s\n' "${@:3}" >"$WORK/dmesg.log"
+	expect "$1" "durability run's kernel log: $2" data_clean
+}
+data_case pass "clean" "[    0.000000] Linux version 6.12" \
+	"[    9.100000] BTRFS info (device vda): scrub: finished on devid 1 with status: 0"
+data_case fail "a checksum failure" \
+	"[    7.000000] BTRFS warning (device vda): csum failed root 5 ino 257 off 0 csum 0x1 expected csum 0x2 mirror 1"
+data_case fail "a copy repaired by scrub" \
+	"[    8.000000] BTRFS error (device vda): fixed up error at logical 30408704 on dev /dev/vdb physical 1048576"
+data_case fail "a read error corrected" \
+	"[    8.000000] BTRFS info (device vda): read error corrected: ino 257 off 0 (dev /dev/vdb sector 2048)"
 
 if [ "$BAD" = 0 ]; then
 	[ "$VERBOSE" = 0 ] || echo "test-judging: $CASES cases, all judged as expected"

@@ -198,19 +198,46 @@ static inline int make_fs(const struct test_env *env, int ndevs, const char *dat
 	return run_cmd(argv);
 }
 
-static inline int check_fs(const struct test_env *env, int ndevs)
+/*
+ * "btrfs check --readonly" of the filesystem on the first @ndevs devices;
+ * with @data_csum also --check-data-csum: every data block read and
+ * checked against its checksum (one copy of each).
+ */
+static inline int check_fs_with(const struct test_env *env, int ndevs,
+				bool data_csum)
 {
 	char *scan[3 + MAX_DEVS] = { "btrfs", "device", "scan" };
-	char *check[5] = { "btrfs", "check", "--readonly",
-			  (char *)env->devs[0], NULL };
-	int i;
+	char *check[6] = { "btrfs", "check", "--readonly" };
+	int i, n = 3;
 
+	if (data_csum)
+		check[n++] = "--check-data-csum";
+	check[n++] = (char *)env->devs[0];
+	check[n] = NULL;
 	for (i = 0; i < ndevs; i++)
 		scan[3 + i] = (char *)env->devs[i];
 	scan[3 + ndevs] = NULL;
 	/* Only progs' own scanning matters for the check; best effort. */
 	run_cmd(scan);
 	return run_cmd(check);
+}
+
+static inline int check_fs(const struct test_env *env, int ndevs)
+{
+	return check_fs_with(env, ndevs, false);
+}
+
+/*
+ * "btrfs scrub start -Bd" of the filesystem mounted at @mnt: every copy of
+ * every block read and checked.  Its exit status: 0 unless it found an
+ * error it could not correct; a corrected one is logged as a BTRFS error,
+ * which the kernel-log scan of the power-cut and crash runs fails on.
+ */
+static inline int scrub_fs(const char *mnt)
+{
+	char *argv[] = { "btrfs", "scrub", "start", "-Bd", (char *)mnt, NULL };
+
+	return run_cmd(argv);
 }
 
 /* Mount the first @ndevs devices, naming each with device= (no scan needed). */

@@ -31,8 +31,9 @@
  *     checks from the kernel log ("relocating block group") and the chunk
  *     tree that each chunk left at the crash was relocated exactly once and
  *     nothing else was, verifies the files again, checks the "balance:
- *     resume" line (the original filters, no usage=90), unmounts and runs
- *     "btrfs check --readonly".
+ *     resume" line (the original filters, no usage=90), runs "btrfs scrub
+ *     start -Bd", unmounts and runs "btrfs check --readonly
+ *     --check-data-csum".
  *
  * Without a phase it skips (exit status 4).  run_selftests.sh runs it as
  * its crash stage, from /selftests/crash/ (vm/run-in-guest.sh, which runs
@@ -506,6 +507,7 @@ enum {
 	T_NONE_LEFT,
 	T_FILES_RESUME,
 	T_RESUME_LINE,
+	T_SCRUB,
 	T_UMOUNT,
 	T_CHECK,
 	T_NR,
@@ -707,6 +709,9 @@ static int phase_verify(struct test_env *env)
 		   line, ret ? " (want \"" : "", ret ? RESUME_LINE : "",
 		   ret ? "\")" : "");
 
+	ret = scrub_fs(env->mnt);
+	tap_result(!ret, "btrfs scrub start -Bd: no error it could not correct (%d)",
+		   ret);
 	close(fd);
 	fd = -1;
 	ret = umount_fs(env->mnt);
@@ -714,7 +719,8 @@ static int phase_verify(struct test_env *env)
 	tap_result(!ret, "umount%s", err(ret));
 	if (ret)
 		goto fatal;
-	tap_result(!check_fs(env, NDEVS), "btrfs check --readonly");
+	tap_result(!check_fs_with(env, NDEVS, true),
+		   "btrfs check --readonly --check-data-csum");
 	kmsg_end(&k);
 	ksft_finished();
 

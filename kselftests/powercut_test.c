@@ -33,7 +33,8 @@
  *                              every file and the journal up to
  *     restriper.powercut_synced=N       (the host's count of "# synced"
  *                                       records) verify, no balance item is
- *                              left, umount, "btrfs check --readonly".
+ *                              left, "btrfs scrub start -Bd", umount,
+ *                              "btrfs check --readonly --check-data-csum".
  *
  * Lines for the host: "# powercut: bound B" (the first boot; the verify
  * boot prints it again when it had to start the balance anew, with its new
@@ -422,6 +423,7 @@ enum {
 	T_FILES,
 	T_JOURNAL,
 	T_NO_ITEM,
+	T_SCRUB,
 	T_UMOUNT,
 	T_CHECK,
 	T_NR,
@@ -606,6 +608,9 @@ static int phase_verify(struct test_env *env)
 
 	ret = balance_item_present(fd);
 	tap_result(ret == 0, "no balance item is left (%d)", ret);
+	ret = scrub_fs(env->mnt);
+	tap_result(!ret, "btrfs scrub start -Bd: no error it could not correct (%d)",
+		   ret);
 	close(fd);
 	fd = -1;
 	ret = umount_fs(env->mnt);
@@ -613,7 +618,8 @@ static int phase_verify(struct test_env *env)
 	tap_result(!ret, "umount%s%s", ret ? ": " : "", ret ? strerror(-ret) : "");
 	if (ret)
 		goto fatal;
-	tap_result(!check_fs(env, NDEVS), "btrfs check --readonly");
+	tap_result(!check_fs_with(env, NDEVS, true),
+		   "btrfs check --readonly --check-data-csum");
 	kmsg_end(&k);
 	ksft_finished();
 

@@ -1,5 +1,7 @@
 # shellcheck shell=bash
-# Helpers of run_selftests.sh and demo.sh.  Source it after ci/lib.sh.
+# Helpers of the VM runners (run_selftests.sh, run_powercut.sh, run_fuzz.sh)
+# and demo.sh: run folders, and reading what a run left.  Source it after
+# ci/lib.sh.
 #
 # A VM run keeps its files in $CACHE/vm-logs/<name>-<timestamp>/: console.log,
 # dmesg.log, the kernel and initramfs it booted, the disk images, ...
@@ -162,3 +164,87 @@ scan_dmesg() {
 		}
 	' "$ignore" "$1"
 }
+
+# scan_data_errors DMESG: the lines of a power-cut or crash run's kernel log
+# that say data was bad on a device: a checksum failure, a read error
+# corrected from another copy, any BTRFS error (a scrub logs what it fixed
+# up as one).  The selftests provoke BTRFS errors on purpose; these runs
+# must have none.  "N: line" each, as scan_dmesg.
+scan_data_errors() {
+	grep -naE 'csum failed|read error corrected|BTRFS error' "$1" 2>/dev/null |
+		sed 's/^\([0-9]*\):/\1: /' || true
+}
+
+# --- what a run left: vm/run-vm.sh's vm-result.txt, vm/run-in-guest.sh's TAP
+
+# vm_result RUN_DIR KEY: a value of RUN_DIR/vm-result.txt ("" if none).
+vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; }
+
+# vm_run_problems RUN_DIR TIMEOUT: what of vm-result.txt fails the run, one
+# line each (the VM killed by its timeout of TIMEOUT s, a panic, the guest's
+# exit status, btrfs check of the images).
+vm_run_problems() {
+	local status
+	[ "$(vm_result "$1" timed_out)" = 0 ] || echo "the VM timed out (killed after $2 s)"
+	[ "$(vm_result "$1" panic)" = 0 ] || echo "kernel panic (see $1/console.log)"
+	status=$(vm_result "$1" guest_status)
+	case "$status" in
+	0) ;;
+	none) echo "the guest did not finish (no exit status)" ;;
+	*) echo "guest exit status $status (a test program failed)" ;;
+	esac
+	[ "$(vm_result "$1" images_failed)" = 0 ] ||
+		echo "btrfs check failed on $(vm_result "$1" images_failed) filesystem(s) left on the disk images (check-*.log)"
+}
+
+# split_tap CONSOLE TAPDIR: write each "=== TAP BEGIN x ===" ... "=== TAP END x
+# rc=n ===" section of the console to TAPDIR/x.tap (without the kernel's
+# lines, which share the console) and print "x rc" per test, in order; rc is
+# "none" when the section did not end (the guest died in the test).
+split_tap() {
+	awk -v dir="$2" '
+		function name_after(s, tag,   t) {
+			t = substr(s, index(s, tag) + length(tag))
+			sub(/ .*/, "", t)
+			return t
+		}
+		/=== TAP BEGIN [^ ]+ ===/ {
+			cur = name_after($0, "=== TAP BEGIN ")
+			file = dir "/" cur ".tap"
+			printf "" >file
+			order[++n] = cur
+			next
+		}
+		/=== TAP END [^ ]+ rc=[0-9]+ ===/ {
+			t = name_after($0, "=== TAP END ")
+			r = $0
+			sub(/.*rc=/, "", r)
+			sub(/ .*/, "", r)
+			rc[t] = r
+			if (file != "") close(file)
+			cur = ""
+			file = ""
+			next
+		}
+		cur != "" && !/^\[ *[0-9]+\.[0-9]+\] / { print >file }
+		END {
+			for (i = 1; i <= n; i++)
+				print order[i], ((order[i] in rc) ? rc[order[i]] : "none")
+		}
+	' "$1"
+}
+
+# tap_counts TAPFILE: "pass fail skip plan results bailout" of the top-level
+# TAP lines (subtests are indented and not counted).  A "# SKIP" or "# TODO"
+# directive counts as skipped; plan is "-" when there is none.
+tap_counts() {
+	awk '
+		function directive(s) { s = tolower(s); return s ~ /#[ \t]*(skip|todo)/ }
+		/^ok( |$)/ { results++; if (directive($0)) skip++; else pass++; next }
+		/^not ok( |$)/ { results++; if (directive($0)) skip++; else fail++; next }
+		/^1\.\.[0-9]+/ { if (plan == "") { plan = $0; sub(/^1\.\./, "", plan); sub(/[^0-9].*/, "", plan) } next }
+		/^Bail out!/ { bail = 1 }
+		END { print pass + 0, fail + 0, skip + 0, (plan == "" ? "-" : plan), results + 0, bail + 0 }
+	' "$1"
+}
+
