@@ -98,7 +98,7 @@ build_fuzzer() ( # DIR
 	log "payload: $PROG ($(stat -c %s "$1/$PROG") bytes)"
 )
 
-build_all() { # RUN_DIR STEPS_LOG
+build_fuzz_run() { # RUN_DIR STEPS_LOG
 	if [ -n "$KERNEL" ]; then
 		cp "$KERNEL" "$1/bzImage"
 	else
@@ -178,7 +178,7 @@ main() {
 	steps_log=$dir/steps.log
 	log "run folder: $dir (output of the steps: steps.log)"
 	log "seed $SEED, $CALLS calls, VM timeout $TIMEOUT s"
-	with_build_lock build_all "$dir" "$steps_log" || no_run "build failed (log: $steps_log)"
+	with_build_lock build_fuzz_run "$dir" "$steps_log" || no_run "build failed (log: $steps_log)"
 	if [ -n "$KERNEL" ]; then
 		kernel_desc=$KERNEL
 	else

@@ -17,7 +17,7 @@
 #   --kernel, --initrd   boot these (run_selftests.sh passes its own: the
 #                 initramfs must have /selftests/powercut/powercut_test);
 #                 without them they are built first, as the VM stage builds
-#                 them (run_selftests.sh --build-only)
+#                 them (build_all of vm/common.sh)
 #   --timeout SECS  each boot is killed after SECS (default 300)
 #
 # Kinds of run (kselftests/powercut_test.c is the guest side):
@@ -248,9 +248,8 @@ main() {
 	log "run folder: $RUN_DIR"
 	if [ -z "$KERNEL" ]; then
 		# The VM stage's build: its initramfs has powercut/powercut_test.
-		step "building the kernel, the kselftests and the initramfs" "$steps" \
-			bash "$RESTRIPER_ROOT/run_selftests.sh" --build-only "$RUN_DIR" ||
-			die "nothing to boot (log: $steps)"
+		PAYLOAD=()
+		with_build_lock build_all "$RUN_DIR" "$steps"
 		KERNEL=$RUN_DIR/bzImage INITRD=$RUN_DIR/initramfs.cpio.gz
 	fi
 	exec 3>/dev/null # run_vm's console: in the boot folders only

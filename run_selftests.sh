@@ -115,82 +115,8 @@ done
 [[ "$CRASH_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--crash-timeout: seconds, not $CRASH_TIMEOUT"
 [[ "$POWERCUT_RUNS" =~ ^[1-9][0-9]*$ ]] || die "--powercut-runs: a number from 1, not $POWERCUT_RUNS"
 
-KSFT_SRC=$RESTRIPER_ROOT/kselftests
-KSFT_OUT=$BUILD_ROOT/kselftests
-
-# The crash stage's program, in a subfolder of /selftests: run-in-guest.sh
-# runs only the programs of the folder it is given, so the normal run does
-# not run it.  The marker at which its first phase waits to be killed.
-CRASH_SUBDIR=crash
-CRASH_PROG=crash_resume_test
+# The marker at which the crash stage's first phase waits to be killed.
 CRASH_MARKER='=== CRASH ME ==='
-# The same for the power-cut stage (run_powercut.sh boots it).
-POWERCUT_SUBDIR=powercut
-POWERCUT_PROG=powercut_test
-
-# --- build (under the build lock) -------------------------------------------
-
-build_kselftests() {
-	[ -d "$KSFT_SRC" ] || die "kselftests/ does not exist in the repository: no tests to build." \
-		"(The kselftests are written in kselftests/, built by its Makefile with" \
-		" make -C kselftests KSFT_DIR=<tree>/tools/testing/selftests OUTPUT=<folder>.)"
-	[ -f "$KSFT_SRC/Makefile" ] || die "kselftests/Makefile is missing: cannot build the kselftests"
-	mkdir -p "$KSFT_OUT"
-	log "building the kselftests into $KSFT_OUT"
-	make_kselftests "$KSFT_OUT"
-}
-
-# stage_kselftests DIR: what goes to /selftests: the build output (the
-# compiled tests) plus the scripts and files of kselftests/ that a kselftest
-# install would add (TEST_PROGS *.sh, TEST_FILES *.inc and "settings",
-# kselftest/ktap_helpers.sh), scripts made executable, and
-# tools/balance-status (built by make) in bin/.
-# A step's command (no errexit): checks its commands itself.
-stage_kselftests() {
-	local f
-	rm -rf "$1" && mkdir -p "$1" && cp -a "$KSFT_OUT/." "$1/" || return
-	for f in "$KSFT_SRC"/*.sh "$KSFT_SRC"/*.inc "$KSFT_SRC/settings"; do
-		[ -f "$f" ] || continue
-		cp "$f" "$1/" || return
-		case "$f" in *.sh) chmod +x "$1/$(basename "$f")" || return ;; esac
-	done
-	find "$1" -name '*.o' -delete || return
-	# The tree's ktap_helpers.sh for the shell tests, where a kselftest
-	# install puts it beside them; in a subfolder: not a test
-	mkdir -p "$1/kselftest" &&
-		cp "$TREE/tools/testing/selftests/kselftest/ktap_helpers.sh" "$1/kselftest/" || return
-	# tools/balance-status for status_tool_test.sh; in a subfolder: not a test
-	make -C "$RESTRIPER_ROOT" tools/balance-status || return
-	mkdir -p "$1/bin" && cp "$RESTRIPER_ROOT/tools/balance-status" "$1/bin/" || return
-	mkdir -p "$1/$CRASH_SUBDIR" && mv "$1/$CRASH_PROG" "$1/$CRASH_SUBDIR/" || return
-	mkdir -p "$1/$POWERCUT_SUBDIR" && mv "$1/$POWERCUT_PROG" "$1/$POWERCUT_SUBDIR/" || return
-	log "kselftests: $(cd "$1" && find . -maxdepth 1 -type f -perm -u+x -printf '%P\n' | sort | tr '\n' ' ')"
-	log "crash stage: $CRASH_SUBDIR/$CRASH_PROG, power-cut stage: $POWERCUT_SUBDIR/$POWERCUT_PROG"
-}
-
-# The kselftests step, in a subshell: a die() in it ends the step.
-build_and_stage_kselftests() ( # DIR
-	build_kselftests && stage_kselftests "$1"
-)
-
-build_all() { # RUN_DIR STEPS_LOG
-	if [ -n "$KERNEL" ]; then
-		cp "$KERNEL" "$1/bzImage"
-	else
-		build_vm_kernel "$1/bzImage" "$2"
-	fi
-	if [ ${#PAYLOAD[@]} -eq 0 ]; then
-		# The kselftests use the tree's headers (build-kernel.sh has
-		# prepared it already, unless --kernel: then this does).
-		[ -z "$KERNEL" ] || prepare_tree_step "$2" || die "the kernel tree is not ready (log: $2)"
-		step "building the kselftests" "$2" build_and_stage_kselftests "$1/payload" ||
-			die "the kselftests do not build (log: $2)"
-		PAYLOAD=("$1/payload")
-	fi
-	step "making the initramfs" "$2" \
-		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$1/initramfs.cpio.gz" "${PAYLOAD[@]}" ||
-		die "no initramfs (log: $2)"
-}
 
 # --- judging ----------------------------------------------------------------
 
