@@ -198,26 +198,22 @@ judge() {
 	[ ${#problems[@]} -eq 0 ] || PROBLEMS+=("${problems[@]/#/$pre}")
 }
 
-# judge_data_errors RUN_DIR PREFIX: the data errors of the run's kernel log
-# (scan_data_errors), to PROBLEMS.
-judge_data_errors() {
+# judge_log SCAN WHAT RUN_DIR PREFIX: the lines of the run's kernel log that
+# SCAN (a scan_* of vm/common.sh) prints, to PROBLEMS as "WHAT line(s)".
+judge_log() {
 	local dm
-	dm=$(scan_data_errors "$1/dmesg.log")
+	dm=$("$1" "$3/dmesg.log")
 	[ -n "$dm" ] || return 0
-	PROBLEMS+=("$2the kernel log has $(wc -l <<<"$dm") data error line(s)")
-	echo "$1/dmesg.log lines that say data was bad:"
-	head -n 20 <<<"$dm" | sed 's/^/  /'
-}
-
-# judge_dmesg RUN_DIR PREFIX: the splats of the run's kernel log, to PROBLEMS.
-judge_dmesg() {
-	local dm
-	dm=$(scan_dmesg "$1/dmesg.log")
-	[ -n "$dm" ] || return 0
-	PROBLEMS+=("$2the kernel log has $(wc -l <<<"$dm") suspicious line(s)")
-	echo "$1/dmesg.log lines that fail the run (exceptions: vm/dmesg-ignore.txt):"
+	PROBLEMS+=("$4the kernel log has $(wc -l <<<"$dm") $2 line(s)")
+	echo "$3/dmesg.log: $2 lines ($1):"
 	head -n 40 <<<"$dm" | sed 's/^/  /'
 }
+
+# judge_dmesg RUN_DIR PREFIX: the splats (exceptions: vm/dmesg-ignore.txt).
+judge_dmesg() { judge_log scan_dmesg suspicious "$@"; }
+
+# judge_data_errors RUN_DIR PREFIX: what says data was bad on a device.
+judge_data_errors() { judge_log scan_data_errors "data error" "$@"; }
 
 # console_tail CONSOLE: its last 25 lines of the guest's own (no kernel
 # messages, no kernel log dump), or of everything when the guest printed
