@@ -797,6 +797,21 @@ static int wait_held(struct world *w, unsigned long point)
 	return -ETIMEDOUT;
 }
 
+/* Start balance @a in the thread of @w and wait until it is held at @point. */
+static void start_held(struct __test_metadata *_metadata, struct world *w,
+		       const struct btrfs_ioctl_balance_args *a,
+		       unsigned long point)
+{
+	int ret;
+
+	w->holds = true;
+	ASSERT_EQ(0, balance_hold_set(point));
+	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, a));
+	ret = wait_held(w, point);
+	ASSERT_EQ(0, ret) TH_LOG("the balance is not held: %d (ioctl: %d)",
+				 ret, w->bt.ret);
+}
+
 /* Build the fill layout (in the test, so that teardown clears the hold). */
 static void build_fill(struct __test_metadata *_metadata, struct world *w,
 		       struct fill_layout *f)
@@ -805,7 +820,6 @@ static void build_fill(struct __test_metadata *_metadata, struct world *w,
 	struct btrfs_balance_args b;
 	const struct chunk *a, *bb, *c;
 	struct chunk_list l;
-	int ret;
 
 	ASSERT_EQ(0, read_chunks(w->fd, &l));
 	ASSERT_EQ(1, count_kind(&l, BG_DATA));
@@ -817,12 +831,7 @@ static void build_fill(struct __test_metadata *_metadata, struct world *w,
 	b.flags |= BTRFS_BALANCE_ARGS_VRANGE;
 	b.vend = 1;
 	request(&conv, BTRFS_BALANCE_DATA, &b);
-	w->holds = true;
-	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &conv));
-	ret = wait_held(w, HOLD_RELOCATION);
-	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
-				 ret, w->bt.ret);
+	start_held(_metadata, w, &conv, HOLD_RELOCATION);
 	add_file(_metadata, w, 1, FILL_A);
 	add_file(_metadata, w, 2, FILL_B);
 	ASSERT_EQ(0, balance_hold_set(0));
@@ -2365,7 +2374,7 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 	struct chunk_list before, after;
 	const struct chunk *c = NULL;
 	struct kmsg k;
-	int i, raid1 = 0, ret;
+	int i, raid1 = 0;
 
 	fill_then_resize(_metadata, w, sizes, path);
 	/*
@@ -2377,12 +2386,7 @@ TEST_F_TIMEOUT(full_devices, a_chunk_whose_profile_would_have_no_room_is_skipped
 	 * then, and the convert took the last raid1 chunk.)
 	 */
 	convert_request(&a, BTRFS_BALANCE_METADATA, BTRFS_BLOCK_GROUP_RAID1C3);
-	w->holds = true;
-	ASSERT_EQ(0, balance_hold_set(HOLD_IN_RELOCATION));
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
-	ret = wait_held(w, HOLD_IN_RELOCATION);
-	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
-				 ret, w->bt.ret);
+	start_held(_metadata, w, &a, HOLD_IN_RELOCATION);
 	stop_held(_metadata, w, BTRFS_BALANCE_CTL_CANCEL);
 	/* Fill what the raid1c3 chunk left of the room. */
 	snprintf(first, sizeof(first), "%s/fill1", w->env.mnt);
@@ -2482,19 +2486,14 @@ TEST_F_TIMEOUT(full_devices,
 	char path[PATH_SIZE], text[4096];
 	struct chunk_list l;
 	struct kmsg k;
-	int i, ret;
+	int i;
 
 	ASSERT_LE(4, w->env.ndevs) TH_LOG("the test adds a fourth device");
 	fill_then_resize(_metadata, w, sizes, path);
 	convert_request(&a, BTRFS_BALANCE_METADATA, BTRFS_BLOCK_GROUP_RAID1C3);
 	a.meta.flags |= BTRFS_BALANCE_ARGS_VRANGE;
 	a.meta.vend = 1;
-	w->holds = true;
-	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	ASSERT_EQ(0, balance_thread_start(&w->bt, w->fd, &a));
-	ret = wait_held(w, HOLD_RELOCATION);
-	ASSERT_EQ(0, ret) TH_LOG("the convert is not held: %d (ioctl: %d)",
-				 ret, w->bt.ret);
+	start_held(_metadata, w, &a, HOLD_RELOCATION);
 	stop_held(_metadata, w, BTRFS_BALANCE_CTL_PAUSE);
 	ASSERT_EQ(0, balance_item_read(w->fd, &st));
 	ASSERT_NE(0ULL, st.bound);
