@@ -1482,6 +1482,20 @@ FIXTURE_TEARDOWN(degraded)
 	world_teardown(_metadata, &self->w);
 }
 
+/* A resume of the raid1 convert failed its checks: it stays paused. */
+static void expect_raid1_resume_refused(struct __test_metadata *_metadata,
+					struct world *w)
+{
+	struct btrfs_ioctl_balance_args p;
+
+	expect_log(_metadata, &w->fs,
+		   "balance: invalid convert data profile raid1");
+	expect_log(_metadata, &w->fs,
+		   "balance: not resumed (-22), it stays paused");
+	expect_paused(_metadata, &w->fs,
+		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, &p);
+}
+
 /*
  * A convert to raid1, paused; mounted degraded, with one device of two,
  * raid1 cannot be resumed: the resume at mount, then the ioctl's with
@@ -1498,7 +1512,7 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	char *scrub[6] = {
 		"btrfs", "scrub", "start", "-B", self->w.fs.env.mnt, NULL,
 	};
-	struct btrfs_ioctl_balance_args a, p, r;
+	struct btrfs_ioctl_balance_args a, r;
 	struct world *w = &self->w;
 	int ret;
 
@@ -1511,13 +1525,7 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	/* Mount-time resume: it gives up, or forgets the balance. */
 	world_mount(_metadata, &w->fs, 1, 0, "degraded");
 	wait_resume_given_up(_metadata, w);
-	expect_log(_metadata, &w->fs,
-		   "balance: invalid convert data profile raid1");
-	expect_log(_metadata, &w->fs,
-		   "balance: not resumed (-22), it stays paused");
-	expect_paused(_metadata, &w->fs,
-		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
-		      &p);
+	expect_raid1_resume_refused(_metadata, w);
 	world_umount(_metadata, &w->fs);
 
 	/* Resume by the ioctl. */
@@ -1526,13 +1534,7 @@ TEST_F_TIMEOUT(degraded, resume_failing_its_checks_keeps_the_balance_paused,
 	world_mount(_metadata, &w->fs, 1, 0, "degraded,skip_balance");
 	expect_log(_metadata, &w->fs, "balance: resume skipped");
 	EXPECT_EQ(-EINVAL, resume(w->fs.fd, &r));
-	expect_log(_metadata, &w->fs,
-		   "balance: invalid convert data profile raid1");
-	expect_log(_metadata, &w->fs,
-		   "balance: not resumed (-22), it stays paused");
-	expect_paused(_metadata, &w->fs,
-		      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME,
-		      &p);
+	expect_raid1_resume_refused(_metadata, w);
 	verify_dataset(_metadata, w);
 	world_umount(_metadata, &w->fs);
 
