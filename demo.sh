@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The restriper at work: boots the patched kernel in QEMU with 4 empty disks
-# and runs vm/demo-in-guest.sh there:
+# and runs demo-in-guest.sh there:
 #
 #   a 3-device btrfs (data single, metadata raid1) with ~200 MiB of files of
 #   known content; a 4th device is added and the data converted to raid1 with
@@ -12,7 +12,7 @@
 #
 #   ./demo.sh [-v]
 #
-# Builds what it needs first (packages, tree, kernel: vm/build-kernel.sh), a
+# Builds what it needs first (packages, tree, kernel: lib/build-kernel.sh), a
 # few minutes on a warm cache, longer on the first run.  The VM runs under
 # TCG when there is no usable KVM: expect ~5-10 minutes.
 #
@@ -25,15 +25,15 @@
 # console.log, dmesg.log); apt's in $CACHE/logs/apt.log.  A failed step
 # shows the end of its log.  Exit status 0 when the demo passed and the
 # kernel log has no splat (WARNING:, BUG:, lockdep, ...; see scan_dmesg in
-# vm/common.sh).
+# lib/vm.sh).
 #
 # Options, mostly for trying the harness: --kernel BZIMAGE (boot this kernel
 # instead of building one), --timeout SECS (default 1200).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
@@ -62,7 +62,7 @@ fi
 step "building tools/balance-status (make)" "$steps_log" make -C "$RESTRIPER_ROOT" ||
 	die "make failed (log: $steps_log)"
 step "making the initramfs" "$steps_log" \
-	bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/vm/demo-in-guest.sh" \
+	bash "$RESTRIPER_ROOT/lib/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$RESTRIPER_ROOT/demo-in-guest.sh" \
 	"$RESTRIPER_ROOT/tools/balance-status" ||
 	die "no initramfs (log: $steps_log)"
 
@@ -82,7 +82,7 @@ dm=''
 [ ! -f "$dir/dmesg.log" ] || dm=$(scan_dmesg "$dir/dmesg.log")
 if [ -n "$dm" ]; then
 	echo
-	echo "The kernel log has suspicious lines (exceptions: vm/dmesg-ignore.txt):"
+	echo "The kernel log has suspicious lines (exceptions: lib/dmesg-ignore.txt):"
 	head -n 40 <<<"$dm" | sed 's/^/  /'
 	[ "$rc" -ne 0 ] || rc=1
 fi

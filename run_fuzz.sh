@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long run of the balance fuzzer, on demand: kselftests/balance_fuzz.c
-# on the debug kernel (vm/kernel.config + vm/kernel-debug.config: KASAN,
+# on the debug kernel (lib/kernel.config + lib/kernel-debug.config: KASAN,
 # UBSAN, lockdep, DEBUG_VM) in QEMU, 4 empty virtio disks.
 #
 #   ./run_fuzz.sh [-v] [--calls N] [--seed S] [--epoch N] [--timeout SECS]
@@ -17,13 +17,13 @@
 #   --kernel BZIMAGE  boot this kernel instead of building the debug kernel
 #   -v                show everything: the builds, the whole console
 #
-# Steps: build the debug kernel (vm/build-kernel.sh --fragment
-# vm/kernel-debug.config --name vm-debug: $CACHE/build/vm-debug, under the
+# Steps: build the debug kernel (lib/build-kernel.sh --fragment
+# lib/kernel-debug.config --name vm-debug: $CACHE/build/vm-debug, under the
 # build lock, incremental), build the fuzzer (make -C kselftests, into
 # $CACHE/build/fuzz), make an initramfs whose /selftests holds only the
-# fuzzer (vm/make-initramfs.sh), boot it (vm/run-vm.sh) with
+# fuzzer (lib/make-initramfs.sh), boot it (lib/run-vm.sh) with
 # restriper.fuzz_calls=N restriper.fuzz_seed=S on the kernel command line;
-# vm/run-in-guest.sh runs it; the disk images are btrfs-checked on the host
+# lib/run-in-guest.sh runs it; the disk images are btrfs-checked on the host
 # afterwards.
 #
 # The run fails when: the guest's exit status is not 0, the fuzzer's TAP
@@ -31,8 +31,8 @@
 # failed" is missing, says fewer calls than asked or M > 0, the VM timed
 # out or panicked, an image fails "btrfs check --readonly", or the kernel
 # log has a report: WARNING, BUG, Oops, KASAN, UBSAN, lockdep, hung task,
-# RCU stall, transaction abort (scan_dmesg of vm/common.sh, with the
-# exceptions of vm/dmesg-ignore.txt), in the log the guest printed at the
+# RCU stall, transaction abort (scan_dmesg of lib/vm.sh, with the
+# exceptions of lib/dmesg-ignore.txt), in the log the guest printed at the
 # end (dmesg.log) or in the kernel's lines of the console (console.log: a
 # long run can overflow the log buffer, the console keeps every warning).
 #
@@ -44,10 +44,10 @@
 # failed (no result)" when it printed none, as in run_selftests.sh); the
 # exit status is 0 only when the run passed.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
@@ -78,14 +78,14 @@ done
 
 PROG=balance_fuzz
 FUZZ_OUT=$BUILD_ROOT/fuzz
-DEBUG_FRAGMENT=$RESTRIPER_ROOT/vm/kernel-debug.config
+DEBUG_FRAGMENT=$RESTRIPER_ROOT/lib/kernel-debug.config
 
 # --- build ------------------------------------------------------------------
 
-# The debug kernel: vm/build-kernel.sh prints its own step lines.
+# The debug kernel: lib/build-kernel.sh prints its own step lines.
 build_debug_kernel() { # DEST LOG
 	local bz
-	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --fragment "$DEBUG_FRAGMENT" \
+	bz=$(bash "$RESTRIPER_ROOT/lib/build-kernel.sh" --fragment "$DEBUG_FRAGMENT" \
 		--name vm-debug --log "$2") || die "the debug kernel was not built (log: $2)"
 	cp "$bz" "$1"
 }
@@ -147,7 +147,7 @@ judge() { # RUN_DIR
 	if [ -f "$dir/vm-result.txt" ]; then
 		mapfile -t -O "${#PROBLEMS[@]}" PROBLEMS < <(vm_run_problems "$dir" "$TIMEOUT")
 	else
-		PROBLEMS+=("vm/run-vm.sh left no result (see $dir/steps.log)")
+		PROBLEMS+=("lib/run-vm.sh left no result (see $dir/steps.log)")
 	fi
 	# The kernel log: the dump at the end, and the console's kernel lines
 	# (they have every warning even when the log buffer overflowed).
@@ -157,7 +157,7 @@ judge() { # RUN_DIR
 	if [ -n "$dm" ]; then
 		kern=$(sed -E 's/^[0-9]+: //' <<<"$dm" | sort -u)
 		PROBLEMS+=("the kernel log has $(wc -l <<<"$kern") report line(s)")
-		echo "kernel log lines that fail the run (dmesg.log, console-kernel.log; exceptions: vm/dmesg-ignore.txt):"
+		echo "kernel log lines that fail the run (dmesg.log, console-kernel.log; exceptions: lib/dmesg-ignore.txt):"
 		head -n 40 <<<"$kern" | sed 's/^/  /'
 	fi
 }
@@ -186,7 +186,7 @@ main() {
 		[ -z "$(tree_changes)" ] || kernel_desc="$kernel_desc + uncommitted changes"
 	fi
 	step "making the initramfs (the fuzzer only)" "$steps_log" \
-		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$dir/payload" ||
+		bash "$RESTRIPER_ROOT/lib/make-initramfs.sh" "$dir/initramfs.cpio.gz" "$dir/payload" ||
 		no_run "no initramfs (log: $steps_log)"
 	exec 3>&1 # the screen, for the console with -v (see run_vm)
 	local VM_SHOW=''

@@ -14,8 +14,8 @@
 # --allow-work).  Ends with a line "kunit: X passed, Y failed"; exits
 # non-zero on any failure, or when no test ran.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/ci/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
 
 if [ "${1:-}" = -v ]; then
 	VERBOSE=1
@@ -27,7 +27,7 @@ run() {
 	local log rc=0
 	log=$LOGS/kunit-$(date +%Y%m%d-%H%M%S).log
 	step "preparing the kernel tree" "$log" \
-		bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" --allow-work || return 1
+		bash "$RESTRIPER_ROOT/lib/prepare-tree.sh" --allow-work || return 1
 	step "KUnit: building the kernel and running the tests in QEMU" "$log" \
 		kunit_py run "$RESTRIPER_ROOT/kunit.config" "$@" || rc=$?
 	if [ "$rc" -ne 0 ] && [ "$VERBOSE" != 1 ]; then

@@ -14,10 +14,10 @@
 #   --random      the kind and the mode of each run from the seed as well
 #                 (default: the kinds in turn); the long mode:
 #                 ./run_powercut.sh --runs 20 --random
-#   --kernel, --initrd   boot these (run_selftests.sh passes its own: the
+#   --kernel, --initrd   boot these (ci/gate.sh passes the VM stage's: the
 #                 initramfs must have /selftests/powercut/powercut_test);
 #                 without them they are built first, as the VM stage builds
-#                 them (build_all of vm/common.sh)
+#                 them (build_all of lib/vm.sh)
 #   --timeout SECS  each boot is killed after SECS (default 300)
 #
 # Kinds of run (kselftests/powercut_test.c is the guest side):
@@ -47,10 +47,10 @@
 # no relocation; each such run says so on its line); exits non-zero when
 # M > 0.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 

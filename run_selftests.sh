@@ -5,14 +5,13 @@
 #
 #   ./run_selftests.sh [-v] [--timeout SECS] [--append ARGS]...
 #                      [--only-crash | --no-crash] [--crash-timeout SECS]
-#                      [--no-powercut] [--powercut-runs N]
 #                      [--build-only DIR]
 #
-# Steps: prepare the tree and build the kernel (vm/build-kernel.sh), build the
+# Steps: prepare the tree and build the kernel (lib/build-kernel.sh), build the
 # kselftests (make -C kselftests, into $CACHE/build/kselftests), make the
-# initramfs (vm/make-initramfs.sh), boot it (vm/run-vm.sh, 4 x 1G disks,
+# initramfs (lib/make-initramfs.sh), boot it (lib/run-vm.sh, 4 x 1G disks,
 # timeout 900 s or $RESTRIPER_VM_TIMEOUT; the images are btrfs-checked on the
-# host afterwards) to run the selftests (vm/run-in-guest.sh), then the crash
+# host afterwards) to run the selftests (lib/run-in-guest.sh), then the crash
 # stage, then judge both.  Logs: $CACHE/vm-logs/selftests-<time>/
 # (steps.log: the output of the steps; console.log, dmesg.log,
 # tap/<test>.tap, summary.txt; crash/boot1/ and crash/boot2/ the same for
@@ -23,7 +22,7 @@
 # /selftests/crash/, which the normal run leaves alone): 4 new disk images;
 # boot 1 with restriper.crash_phase=1 interrupts a full balance at half way
 # and prints "=== CRASH ME ===", and QEMU is killed (SIGKILL) at that line
-# (vm/run-vm.sh --kill-on); the images are btrfs-checked as the crash left
+# (lib/run-vm.sh --kill-on); the images are btrfs-checked as the crash left
 # them; boot 2 with restriper.crash_phase=2 on the same images checks the
 # resume (TAP), and the images are checked again.  Its results count in the
 # summary line; a boot 1 that did not reach the marker is one failure.
@@ -32,11 +31,8 @@
 #   --crash-timeout SECS   each boot of the crash stage is killed after SECS
 #                          (default 300 or $RESTRIPER_CRASH_TIMEOUT)
 #
-# Then the power-cut stage: ./run_powercut.sh --runs N (default 4, one run
-# of each kind; each boot limited by --crash-timeout) on the same kernel and
-# initramfs (kselftests/powercut_test.c, in /selftests/powercut/); its
-# "powercut: N runs, M failed, ..." line closes the summary.  --no-powercut
-# leaves it out (so does --only-crash).
+# The power cuts are not run here: ./run_powercut.sh runs them (ci/gate.sh
+# runs both on the same kernel and initramfs).
 #
 # The fuzzer (kselftests/balance_fuzz.c) runs with the other selftests, 1000
 # calls with seed 9 ($RESTRIPER_FUZZ_SEED to change it); its "# fuzz: N
@@ -57,7 +53,7 @@
 # failed), a TAP line says "not ok", a test's results do not match its plan
 # or it did not finish, no TAP result was seen at all, the VM timed out or
 # panicked, an image fails btrfs check, or the kernel log has a splat
-# (WARNING:, BUG:, Oops, lockdep, hung task, ...; vm/dmesg-ignore.txt lists
+# (WARNING:, BUG:, Oops, lockdep, hung task, ...; lib/dmesg-ignore.txt lists
 # exceptions).  Ends with "selftests: N passed, M failed, K skipped": N/M/K
 # count the TAP results ("ok", "not ok", "# SKIP"); M also counts each test
 # program that failed without a "not ok" line, and a crash stage whose boot
@@ -70,10 +66,10 @@
 #                      only when a payload folder has crash/crash_resume_test
 # With both, nothing is built and the kernel tree is not needed.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 
@@ -83,7 +79,7 @@ KERNEL=''
 PAYLOAD=()
 USER_PAYLOAD=0
 APPEND=()
-RUN_NORMAL=1 RUN_CRASH=1 RUN_POWERCUT=1 POWERCUT_RUNS=4 BUILD_ONLY=''
+RUN_NORMAL=1 RUN_CRASH=1 BUILD_ONLY=''
 # The fuzzer's seed in the normal run: fixed, so that the gate checks the
 # same 1000 calls every time (a regression check); ./run_fuzz.sh explores
 # with new seeds.  Seed 2 still meets the open finding of docs/reliability.md.
@@ -93,9 +89,7 @@ while [ $# -gt 0 ]; do
 	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	--crash-timeout) CRASH_TIMEOUT=$2; shift 2 ;;
-	--only-crash) RUN_NORMAL=0 RUN_CRASH=1 RUN_POWERCUT=0; shift ;;
-	--no-powercut) RUN_POWERCUT=0; shift ;;
-	--powercut-runs) POWERCUT_RUNS=$2; shift 2 ;;
+	--only-crash) RUN_NORMAL=0 RUN_CRASH=1; shift ;;
 	--build-only) BUILD_ONLY=$2; shift 2 ;;
 	--no-crash) RUN_CRASH=0; shift ;;
 	--append) APPEND+=(--append "$2"); shift 2 ;;
@@ -113,7 +107,6 @@ done
 [ ${#PAYLOAD[@]} -eq 0 ] || USER_PAYLOAD=1
 [ "$RUN_NORMAL" = 1 ] || [ "$RUN_CRASH" = 1 ] || die "--only-crash and --no-crash: nothing to run"
 [[ "$CRASH_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--crash-timeout: seconds, not $CRASH_TIMEOUT"
-[[ "$POWERCUT_RUNS" =~ ^[1-9][0-9]*$ ]] || die "--powercut-runs: a number from 1, not $POWERCUT_RUNS"
 
 # The marker at which the crash stage's first phase waits to be killed.
 CRASH_MARKER='=== CRASH ME ==='
@@ -190,7 +183,7 @@ judge() {
 	if [ -f "$dir/vm-result.txt" ]; then
 		mapfile -t -O "${#problems[@]}" problems < <(vm_run_problems "$dir" "$timeout")
 	elif [ "$vm_rc" -ne 0 ]; then
-		problems+=("vm/run-vm.sh failed (status $vm_rc)")
+		problems+=("lib/run-vm.sh failed (status $vm_rc)")
 	fi
 	judge_dmesg "$dir" "$pre"
 
@@ -199,7 +192,7 @@ judge() {
 }
 
 # judge_log SCAN WHAT RUN_DIR PREFIX: the lines of the run's kernel log that
-# SCAN (a scan_* of vm/common.sh) prints, to PROBLEMS as "WHAT line(s)".
+# SCAN (a scan_* of lib/vm.sh) prints, to PROBLEMS as "WHAT line(s)".
 judge_log() {
 	local dm
 	dm=$("$1" "$3/dmesg.log")
@@ -209,7 +202,7 @@ judge_log() {
 	head -n 40 <<<"$dm" | sed 's/^/  /'
 }
 
-# judge_dmesg RUN_DIR PREFIX: the splats (exceptions: vm/dmesg-ignore.txt).
+# judge_dmesg RUN_DIR PREFIX: the splats (exceptions: lib/dmesg-ignore.txt).
 judge_dmesg() { judge_log scan_dmesg suspicious "$@"; }
 
 # judge_data_errors RUN_DIR PREFIX: what says data was bad on a device.
@@ -264,26 +257,18 @@ summarize() {
 	[ "$RUN_NORMAL" = 0 ] || judge "$dir" "$VM_RC" "$TIMEOUT"
 	[ "$RUN_CRASH" = 0 ] || judge_crash "$dir/crash" "$CRASH_RC"
 	[ "$RUN_NORMAL" = 0 ] || judge_fuzz "$dir"
-	if [ "$RUN_POWERCUT" = 1 ]; then
-		echo "power-cut stage ($dir/powercut.log):"
-		grep -a '^\[run_powercut.sh\] run [0-9]\|^    - ' "$dir/powercut.log" | sed 's/^\[run_powercut.sh\] /  /'
-		POWERCUT_LINE=$(grep -a '^powercut: [0-9]* runs, [0-9]* failed' "$dir/powercut.log" | tail -n1)
-		[ -n "$POWERCUT_LINE" ] || POWERCUT_LINE="powercut: 0 runs, 1 failed (no result)"
-		[ "$POWERCUT_RC" = 0 ] || PROBLEMS+=("power-cut stage: ${POWERCUT_LINE#powercut: }")
-	fi
 	if [ ${#PROBLEMS[@]} -gt 0 ]; then
 		echo "FAILED:"
 		printf '  - %s\n' "${PROBLEMS[@]}"
 	fi
 	echo "selftests: $TP passed, $TF failed, $TS skipped"
-	[ -z "$POWERCUT_LINE" ] || echo "$POWERCUT_LINE"
 	[ -z "$FUZZ_LINE" ] || echo "$FUZZ_LINE"
 	[ ${#PROBLEMS[@]} -eq 0 ]
 }
 
 # judge_fuzz RUN_DIR: the fuzzer's "# fuzz: N calls, M failed" line, when
 # the payload has the fuzzer.
-POWERCUT_LINE='' FUZZ_LINE=''
+FUZZ_LINE=''
 judge_fuzz() {
 	local p has=0
 	for p in "${PAYLOAD[@]}"; do
@@ -337,17 +322,7 @@ crash_stage() {
 
 # --- main -------------------------------------------------------------------
 
-VM_RC=0 CRASH_RC=0 POWERCUT_RC=0
-
-# powercut_stage RUN_DIR: run_powercut.sh on the run's kernel and initramfs.
-powercut_stage() {
-	local t0=$SECONDS
-	log "power-cut stage: ./run_powercut.sh --runs $POWERCUT_RUNS (log: $1/powercut.log)"
-	RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_powercut.sh" --runs "$POWERCUT_RUNS" \
-		--timeout "$CRASH_TIMEOUT" --kernel "$1/bzImage" --initrd "$1/initramfs.cpio.gz" \
-		>"$1/powercut.log" 2>&1 || POWERCUT_RC=$?
-	log "power-cut stage: $(grep -a '^powercut: ' "$1/powercut.log" | tail -n1) in $((SECONDS - t0)) s"
-}
+VM_RC=0 CRASH_RC=0
 
 main() {
 	local dir steps_log ok=0
@@ -388,12 +363,6 @@ main() {
 			"${APPEND[@]}" || VM_RC=$?
 	fi
 	[ "$RUN_CRASH" = 0 ] || crash_stage "$dir" "$steps_log"
-	if [ "$RUN_POWERCUT" = 1 ] && ! has_payload_prog "$POWERCUT_SUBDIR/$POWERCUT_PROG"; then
-		[ "$USER_PAYLOAD" = 1 ] || die "the payload has no $POWERCUT_SUBDIR/$POWERCUT_PROG (log: $steps_log)"
-		log "power-cut stage left out: no $POWERCUT_SUBDIR/$POWERCUT_PROG in the payload"
-		RUN_POWERCUT=0
-	fi
-	[ "$RUN_POWERCUT" = 0 ] || powercut_stage "$dir"
 	echo
 	summarize "$dir" >"$dir/summary.txt" || ok=1
 	cat "$dir/summary.txt"

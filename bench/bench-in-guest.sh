@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs in the benchmark VM as /selftests/bench-in-guest.sh, started by /init
-# (vm/guest-init.sh) with restriper.run=/selftests/bench-in-guest.sh on the
+# (lib/guest-init.sh) with restriper.run=/selftests/bench-in-guest.sh on the
 # kernel command line.  Runs resume_pause_bench with what the command line
 # says (bench/run.sh sets it):
 #   bench.kernel=LABEL         the kernel's name in the RESULT lines

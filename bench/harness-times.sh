@@ -29,8 +29,8 @@
 #     kernel-patches/ (run_kunit.sh would re-apply the series: a tree change
 #     this script must not make).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 OUT=''

@@ -1,10 +1,10 @@
 # shellcheck shell=bash
 # The benchmark kernels, shared by bench/run.sh, bench/upstream-dry-run.sh and
 # bench/usage-full-fs.sh.
-# Source it after ci/lib.sh and vm/common.sh, don't run it.
+# Source it after lib/common.sh and lib/vm.sh, don't run it.
 #
-# The two kernels: tinyconfig + vm/kernel.config + bench/kernel-nodebug.config,
-# built by vm/build-kernel.sh under the build lock, incrementally:
+# The two kernels: tinyconfig + lib/kernel.config + bench/kernel-nodebug.config,
+# built by lib/build-kernel.sh under the build lock, incrementally:
 #   series: the kernel tree as it is ($CACHE/linux, HEAD and any uncommitted
 #           change; the tree is not prepared, reset or touched)
 #           -> $CACHE/build/bench-series;
@@ -12,7 +12,7 @@
 #           in a git worktree $CACHE/series-tree (moved to it when needed)
 #           -> $CACHE/build/bench-series-rev: a result that names a commit,
 #           and a build that work going on in the tree cannot break.
-#           SERIES_REV=exported: the commit ci/prepare-tree.sh made from
+#           SERIES_REV=exported: the commit lib/prepare-tree.sh made from
 #           kernel-patches/ as committed in this repo (refused while
 #           kernel-patches/ has uncommitted changes or the tree was prepared
 #           from other patches since)
@@ -84,7 +84,7 @@ series_rev_commit() {
 		load_series
 		inputs=$(series_hash)
 		if [ "$(record_get inputs)" != "$inputs" ] || [ -z "$(record_get head)" ]; then
-			die "series revision 'exported': the tree was not prepared from kernel-patches/ as it is now (ci/prepare-tree.sh)"
+			die "series revision 'exported': the tree was not prepared from kernel-patches/ as it is now (lib/prepare-tree.sh)"
 		fi
 		record_get head
 	else
@@ -119,7 +119,7 @@ series_worktree() {
 build_kernel() {
 	local name=$1 folder=$2 bz
 	shift 2
-	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --log "$STEPS_LOG" --name "$folder" \
+	bz=$(bash "$RESTRIPER_ROOT/lib/build-kernel.sh" --log "$STEPS_LOG" --name "$folder" \
 		--fragment "$FRAGMENT" "$@") || die "the $name kernel was not built (log: $STEPS_LOG)"
 	cp "$bz" "$RUN/bzImage-$name"
 	cp "$BUILD_ROOT/$folder/.config" "$RUN/config-$name"
@@ -154,7 +154,7 @@ build_kernels() {
 	for k in $KERNELS; do
 		case "$k" in
 		series)
-			[ -d "$TREE/.git" ] || die "no kernel tree at $TREE (ci/prepare-tree.sh makes it)"
+			[ -d "$TREE/.git" ] || die "no kernel tree at $TREE (lib/prepare-tree.sh makes it)"
 			wait_for_builds "building the series kernel"
 			# (with_build_lock runs it in a subshell: the state goes by file)
 			with_build_lock build_series
@@ -194,7 +194,7 @@ prepare_run() {
 	step "building the guest program" "$STEPS_LOG" build_payload ||
 		die "the guest program does not build (log: $STEPS_LOG)"
 	step "making the initramfs" "$STEPS_LOG" \
-		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$RUN/initramfs.cpio.gz" "$RUN/payload" ||
+		bash "$RESTRIPER_ROOT/lib/make-initramfs.sh" "$RUN/initramfs.cpio.gz" "$RUN/payload" ||
 		die "no initramfs (log: $STEPS_LOG)"
 }
 

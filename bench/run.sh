@@ -30,9 +30,9 @@
 #
 # Steps, one line each with its time (their output: steps.log of the run
 # folder):
-#   1. the two benchmark kernels, tinyconfig + vm/kernel.config +
+#   1. the two benchmark kernels, tinyconfig + lib/kernel.config +
 #      bench/kernel-nodebug.config (no lockdep, no BTRFS_DEBUG/ASSERT, ...),
-#      built by vm/build-kernel.sh under the build lock, incrementally
+#      built by lib/build-kernel.sh under the build lock, incrementally
 #      (bench/lib.sh, shared with bench/upstream-dry-run.sh):
 #        series: the kernel tree as it is ($CACHE/linux, HEAD and any
 #                uncommitted change; the tree is not prepared, reset or
@@ -41,8 +41,8 @@
 #                $CACHE/base-tree made once -> $CACHE/build/bench-base
 #      then the two .config files are compared;
 #   2. bench/resume_pause_bench.c, static, and an initramfs with it
-#      (vm/make-initramfs.sh);
-#   3. each kernel booted once (vm/run-vm.sh, 3 sparse 20G virtio disks:
+#      (lib/make-initramfs.sh);
+#   3. each kernel booted once (lib/run-vm.sh, 3 sparse 20G virtio disks:
 #      vda+vdb for the resume part and then the throughput part, vdc for the
 #      pause part; the images are btrfs-checked on the host afterwards);
 #   4. the harness times (bench/harness-times.sh: the last CI run's logs,
@@ -60,10 +60,10 @@
 # harness.txt, guest-<kernel>.txt: the program's output, vm-<kernel>/:
 # console.log, dmesg.log, ... of each VM run; the disk images are deleted).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 # shellcheck source=bench/lib.sh
 . "$RESTRIPER_ROOT/bench/lib.sh"
 
@@ -391,7 +391,7 @@ write_docs_block() {
 		echo
 		echo "- series: ${SERIES_STATE:-not run}"
 		echo "- base: ${BASE_STATE:-not run} (tag \`$BASE_TAG\`)"
-		echo "- kernels: tinyconfig + \`vm/kernel.config\` + \`bench/kernel-nodebug.config\` (no lockdep, no BTRFS_DEBUG/ASSERT); ${CONFIG_NOTE:-configs not compared}"
+		echo "- kernels: tinyconfig + \`lib/kernel.config\` + \`bench/kernel-nodebug.config\` (no lockdep, no BTRFS_DEBUG/ASSERT); ${CONFIG_NOTE:-configs not compared}"
 		echo "- machine: $(machine_info)"
 		echo "- VM: QEMU $(grep -o 'accel [a-z]*' "$RUN/steps.log" | head -n1 || true), 2 vCPUs, 2 GiB, 3 x 20G sparse virtio disks (cache=unsafe); one VM run per kernel, the same program and layouts"
 		echo "- trials: throughput $(trials tput_balance_mibps series) (series) / $(trials tput_balance_mibps base) (base), $(v series tput_data_mib) MiB of data; pause latency $(trials pause_latency_ms series) / $(trials pause_latency_ms base); the resume part once"
@@ -452,7 +452,7 @@ write_results() {
 		echo
 		echo "- series: ${SERIES_STATE:-not run} (tree $TREE)"
 		echo "- base: ${BASE_STATE:-not run} (tag $BASE_TAG, worktree $BASE_TREE)"
-		echo "- config: tinyconfig + vm/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-not compared}"
+		echo "- config: tinyconfig + lib/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-not compared}"
 		echo "- machine: $(machine_info)"
 		echo "- VM: QEMU $(grep -o 'accel [a-z]*' "$RUN/steps.log" | head -n1 || true), 2 vCPUs, 2 GiB, 3 x 20G sparse virtio disks; one run per kernel"
 		echo "- guest options: ${GUEST_OPTS:-defaults}"
@@ -599,7 +599,7 @@ main() {
 	log "run folder: $RUN (output of the steps: steps.log)"
 	prepare_run
 	exec 3>&1 # the screen, for the console with -v (see run_vm)
-	local VM_SHOW='' # read by vm_step (vm/common.sh)
+	local VM_SHOW='' # read by vm_step (lib/vm.sh)
 	# shellcheck disable=SC2034 # read by vm_step
 	[ "$VERBOSE" = 1 ] || VM_SHOW=none
 	for k in $KERNELS; do

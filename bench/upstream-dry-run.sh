@@ -15,7 +15,7 @@
 #                    $CACHE/build/bench-series-rev) instead of the tree as it
 #                    is: a result that names a commit, and a build that work
 #                    going on in the tree cannot break.  REV "exported": the
-#                    commit ci/prepare-tree.sh made from kernel-patches/ as
+#                    commit lib/prepare-tree.sh made from kernel-patches/ as
 #                    committed in this repo (refused while kernel-patches/ has
 #                    uncommitted changes, or when the tree was prepared from
 #                    other patches since)
@@ -26,15 +26,15 @@
 # Steps, one line each with its time (their output: steps.log of the run
 # folder, whose path is printed first):
 #   1. the two kernels exactly as bench/run.sh builds them (bench/lib.sh:
-#      tinyconfig + vm/kernel.config + bench/kernel-nodebug.config, under the
+#      tinyconfig + lib/kernel.config + bench/kernel-nodebug.config, under the
 #      build lock, incrementally in $CACHE/build/bench-base and
 #      $CACHE/build/bench-series (bench-series-rev with --series-rev); base
 #      from the worktree $CACHE/base-tree of tag "base", series from the
 #      kernel tree as it is or --series-rev);
 #   2. bench/upstream_dry_run.c, static (the flag and the series' layout of
 #      the args from tools/balance-abi.h: one program for both kernels), and
-#      an initramfs with it (vm/make-initramfs.sh);
-#   3. each kernel booted once (vm/run-vm.sh, 2 sparse 1G virtio disks, the
+#      an initramfs with it (lib/make-initramfs.sh);
+#   3. each kernel booted once (lib/run-vm.sh, 2 sparse 1G virtio disks, the
 #      images btrfs-checked on the host afterwards): the program makes a
 #      2-device btrfs (data single, metadata raid1), writes 16 MiB, records
 #      the chunk tree, asks for a dry run of a full data balance
@@ -54,10 +54,10 @@
 # guest-<kernel>.txt: the program's output, vm-<kernel>/: console.log,
 # dmesg.log, ... of each VM run; the disk images are deleted).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 # shellcheck source=bench/lib.sh
 . "$RESTRIPER_ROOT/bench/lib.sh"
 
@@ -175,7 +175,7 @@ write_results() {
 		echo "Reproduce: \`$(command_line)\`"
 		echo
 		for k in $KERNELS; do echo "- $k: $(state_of "$k")"; done
-		echo "- config: tinyconfig + vm/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-configs not compared}"
+		echo "- config: tinyconfig + lib/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-configs not compared}"
 		echo "- request: BTRFS_IOC_BALANCE_V2, flags = BTRFS_BALANCE_DATA | 1<<8, data.flags = 0, on 2 x 1 GiB (data single, metadata raid1, 16 MiB of files)"
 		echo
 		table
@@ -234,7 +234,7 @@ main() {
 	log "run folder: $RUN (output of the steps: steps.log)"
 	prepare_run
 	exec 3>&1 # the screen, for the console with -v (see run_vm)
-	local VM_SHOW='' # read by vm_step (vm/common.sh)
+	local VM_SHOW='' # read by vm_step (lib/vm.sh)
 	# shellcheck disable=SC2034 # read by vm_step
 	[ "$VERBOSE" = 1 ] || VM_SHOW=none
 	for k in $KERNELS; do run_one "$k"; done

@@ -18,7 +18,7 @@
 #                    (a git worktree $CACHE/series-tree, build folder
 #                    $CACHE/build/bench-series-rev) instead of the tree as it
 #                    is (the default, as bench/upstream-dry-run.sh); REV
-#                    "exported": the commit ci/prepare-tree.sh made from
+#                    "exported": the commit lib/prepare-tree.sh made from
 #                    kernel-patches/ as committed in this repo
 #   --seed N         the order in which the guest deletes directories
 #                    (default 1)
@@ -27,7 +27,7 @@
 #                    one (default 200: on the base, the top chunk's
 #                    relocation just fits; under 100: where the first
 #                    version of patch 45's room check skipped it)
-#   --accel MODE     QEMU accelerator (vm/run-vm.sh --accel; default auto,
+#   --accel MODE     QEMU accelerator (lib/run-vm.sh --accel; default auto,
 #                    or $RESTRIPER_VM_ACCEL)
 #   --timeout SECS   VM timeout per boot (default 1800; the layout boot
 #                    takes 1-4 minutes under TCG, a balance boot well under
@@ -36,13 +36,13 @@
 # Steps, one line each with its time (their output: steps.log of the run
 # folder, whose path is printed first):
 #   1. the two kernels exactly as bench/run.sh builds them (bench/lib.sh:
-#      tinyconfig + vm/kernel.config + bench/kernel-nodebug.config, under the
+#      tinyconfig + lib/kernel.config + bench/kernel-nodebug.config, under the
 #      build lock, incrementally in $CACHE/build/bench-base and
 #      $CACHE/build/bench-series (bench-series-rev with --series-rev));
 #   2. bench/bg_list.c, static, and bench/usage-full-fs-in-guest.sh in an
-#      initramfs (vm/make-initramfs.sh);
+#      initramfs (lib/make-initramfs.sh);
 #   3. the layout, once, on 3 fresh sparse 1 GiB images, booting the base
-#      kernel (the series when --kernels has no base; vm/run-vm.sh, 768 MiB
+#      kernel (the series when --kernels has no base; lib/run-vm.sh, 768 MiB
 #      of memory, the images btrfs-checked on the host afterwards): the
 #      guest (bench/usage-full-fs-in-guest.sh, usagefull.phase=layout) makes
 #      3 x 160 MiB, data single, metadata raid1, 40000 inline files, data
@@ -69,10 +69,10 @@
 # before and after, the balance's kernel log), vm-layout/, vm-<kernel>/:
 # console.log, dmesg.log, ... of each VM run; the disk images are deleted).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 # shellcheck source=bench/lib.sh
 . "$RESTRIPER_ROOT/bench/lib.sh"
 
@@ -251,7 +251,7 @@ write_results() {
 		echo "Reproduce: \`$(command_line)\`"
 		echo
 		for k in $KERNELS; do echo "- $k: $(state_of "$k")"; done
-		echo "- config: tinyconfig + vm/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-configs not compared}"
+		echo "- config: tinyconfig + lib/kernel.config + bench/kernel-nodebug.config; ${CONFIG_NOTE:-configs not compared}"
 		echo "- layout, made once by the $LAYOUT_KERNEL kernel, each kernel balancing its own copy of the images: 3 x 160 MiB, data single, metadata raid1, 40000 inline files, data until the devices are full, directories deleted (seed $SEED) until the top metadata chunk is under 50% used and the other metadata chunks' free bytes exceed its used bytes by W >= $TARGET_PCT% of the global reserve R, data written again: $(layout_value deleted_dirs) directories deleted, W = $(mib "$(layout_value w)") MiB, R = $(mib "$(layout_value reserve)") MiB, $(layout_value unalloc) bytes unallocated on the 3 devices; then \`btrfs balance start -musage=50\`"
 		echo
 		table
@@ -290,7 +290,7 @@ main() {
 	log "run folder: $RUN (output of the steps: steps.log)"
 	prepare_run
 	exec 3>&1 # the screen, for the console with -v (see run_vm)
-	local VM_SHOW='' # read by vm_step (vm/common.sh)
+	local VM_SHOW='' # read by vm_step (lib/vm.sh)
 	# shellcheck disable=SC2034 # read by vm_step
 	[ "$VERBOSE" = 1 ] || VM_SHOW=none
 	if run_layout; then

@@ -7,8 +7,8 @@
 # The patches are the source of truth; the tree in $CACHE is only a work
 # area, and kunit/ a copy for readers (the gate checks that it matches).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
 
 case "${1:-}" in
 "") ;;
@@ -16,7 +16,7 @@ case "${1:-}" in
 esac
 
 if ! git_tree rev-parse -q --verify "$BASE_TAG^{commit}" >/dev/null 2>&1; then
-	die "no prepared tree at $TREE: run ci/prepare-tree.sh first"
+	die "no prepared tree at $TREE: run lib/prepare-tree.sh first"
 fi
 git_tree merge-base --is-ancestor "$BASE_TAG" HEAD ||
 	die "HEAD of $TREE does not descend from tag '$BASE_TAG'"

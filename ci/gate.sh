@@ -14,11 +14,11 @@
 # Steps:
 #  0. the gate's own judging fails doctored logs (ci/test-judging.sh: a
 #     missing summary line, a failure, a skip, an early WARNING, ...);
-#  1. the series applies to the pinned base (ci/prepare-tree.sh; a tree with
+#  1. the series applies to the pinned base (lib/prepare-tree.sh; a tree with
 #     work that is not exported makes the gate fail, see RESTRIPER_FORCE);
 #     kunit/ is a faithful copy of the KUnit sources at the tip;
 #  2. the gate kernel is built at the tip ($CACHE/build/gate-kernel: the VM
-#     kernel's config, vm/kernel.config, with kunit.config on top, W=1), and
+#     kernel's config, lib/kernel.config, with kunit.config on top, W=1), and
 #     the VM stage (3) starts on it in the background;
 #  3. for each patch in turn (HEAD detached at it), in the gate kernel's
 #     folder, so that a patch recompiles only what it changes:
@@ -32,17 +32,19 @@
 #     test option as modules (x86_64_defconfig base, $CACHE/build/
 #     gate-modules), with no new warning either: btrfs is a module in
 #     distribution kernels;
-#  5. ./run_selftests.sh at the tip, on the gate kernel: the full kernel in
-#     QEMU on real multi-device btrfs (kselftests/ with the fuzzer,
-#     btrfs-progs suite, the crash stage, the power-cut stage), running
-#     beside steps 3 and 4.
+#  5. ./run_selftests.sh then ./run_powercut.sh at the tip, on the gate
+#     kernel: the full kernel in QEMU on real multi-device btrfs
+#     (kselftests/ with the fuzzer, btrfs-progs suite, the crash stage; then
+#     4 power cuts), running beside steps 3 and 4.
 # Prints a summary table; exits non-zero on any failure.  The summary ends
 # with "kunit: X passed, Y failed" (the tip), "selftests: N passed, M
 # failed, K skipped", "powercut: N runs, M failed" and "fuzz: N calls, M
 # failed".
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 GATE_KERNEL=$BUILD_ROOT/gate-kernel
 GATE_MODULES=$BUILD_ROOT/gate-modules
@@ -60,7 +62,7 @@ CHECKPATCH_IGNORE=FILE_PATH_CHANGES,UNKNOWN_COMMIT_ID
 # kunit.config merged on top; the module build's config goes on top of
 # x86_64_defconfig: everything of interest as modules.
 KUNIT_OPTION=CONFIG_BTRFS_BALANCE_KUNIT_TEST
-KERNEL_FRAGMENTS=("$RESTRIPER_ROOT/vm/kernel.config" "$RESTRIPER_ROOT/kunit.config")
+KERNEL_FRAGMENTS=("$RESTRIPER_ROOT/lib/kernel.config" "$RESTRIPER_ROOT/kunit.config")
 MODULE_CONFIG="CONFIG_BLOCK=y CONFIG_KUNIT=m CONFIG_BTRFS_FS=m $KUNIT_OPTION=m CONFIG_BTRFS_DEBUG=y CONFIG_BTRFS_ASSERT=y"
 # W=1 for every build of the gate kernel, the first one too: a change of
 # flags would recompile everything at the first patch.
@@ -115,13 +117,13 @@ kernel_make() { make -C "$TREE" O="$GATE_KERNEL" -j"$JOBS" "$@"; }
 # Does the checked out commit have the series' KUnit option yet?
 has_kunit_option() { grep -q "^config ${KUNIT_OPTION#CONFIG_}\$" "$TREE/fs/btrfs/Kconfig"; }
 
-# build_tip_kernel LOG: the gate kernel at the tip (vm/build-kernel.sh on the
+# build_tip_kernel LOG: the gate kernel at the tip (lib/build-kernel.sh on the
 # prepared tree); its .config is kept as .config.tip, what every patch's
 # config is made from.
 build_tip_kernel() {
 	local f args=()
 	for f in "${KERNEL_FRAGMENTS[@]:1}"; do args+=(--fragment "$f"); done
-	bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --name "$(basename "$GATE_KERNEL")" \
+	bash "$RESTRIPER_ROOT/lib/build-kernel.sh" --name "$(basename "$GATE_KERNEL")" \
 		--tree "$TREE" "${args[@]}" --log "$1" >/dev/null &&
 		cp "$GATE_KERNEL/.config" "$GATE_KERNEL/.config.tip" &&
 		echo with >"$GATE_KERNEL/.config.gate-state"
@@ -389,7 +391,7 @@ check_kunit_copy() {
 build_tip() {
 	local log=$LOG_DIR/tip-kernel.log
 	rm -f "$GATE_KERNEL/.config.tip" "$GATE_KERNEL/.config.gate-state"
-	if step "the gate kernel at the series tip (vm/kernel.config + kunit.config, W=1)" \
+	if step "the gate kernel at the series tip (lib/kernel.config + kunit.config, W=1)" \
 		"$LOG_DIR/tip-kernel.step.log" build_tip_kernel "$log"; then
 		return 0
 	fi
@@ -442,10 +444,17 @@ start_vm_stage() {
 		return 0
 	fi
 	VM_OUT=$LOG_DIR/vm-stage.log
-	log "VM stage: running in the background (./run_selftests.sh --kernel ... --payload ...; log: $VM_OUT)"
-	# Slower beside the builds: the timeouts only catch hangs.
-	RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_selftests.sh" --timeout 2400 --crash-timeout 600 \
-		--kernel "$VM_DIR/bzImage" --payload "$VM_DIR/payload" >"$VM_OUT" 2>&1 &
+	log "VM stage: running in the background (./run_selftests.sh, ./run_powercut.sh; log: $VM_OUT)"
+	# Slower beside the builds: the timeouts only catch hangs.  Both
+	# runners always run; the judging below reads both summaries.
+	(
+		rc=0
+		RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_selftests.sh" --timeout 2400 --crash-timeout 600 \
+			--kernel "$VM_DIR/bzImage" --payload "$VM_DIR/payload" || rc=1
+		RESTRIPER_VERBOSE=0 bash "$RESTRIPER_ROOT/run_powercut.sh" --runs 4 --timeout 600 \
+			--kernel "$VM_DIR/bzImage" --initrd "$VM_DIR/initramfs.cpio.gz" || rc=1
+		exit "$rc"
+	) >"$VM_OUT" 2>&1 &
 	VM_PID=$!
 }
 
@@ -488,7 +497,7 @@ gate() {
 		fail
 	fi
 	if ! step "the series applies to $LINUX_SOURCE_PACKAGE $LINUX_SOURCE_VERSION" \
-		"$LOG_DIR/prepare-tree.log" bash "$RESTRIPER_ROOT/ci/prepare-tree.sh"; then
+		"$LOG_DIR/prepare-tree.log" bash "$RESTRIPER_ROOT/lib/prepare-tree.sh"; then
 		row "the series applies to the pinned base" "-" "-" "-" "FAIL"
 		fail
 		print_summary

@@ -11,10 +11,10 @@
 # kunit_cases (KUnit), scan_dmesg (the kernel log of a VM run),
 # scan_data_errors (that of a power-cut or crash run).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/../lib/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 [ "${1:-}" != -v ] || VERBOSE=1
 WORK=$(mktemp -d)

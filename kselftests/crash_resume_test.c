@@ -36,7 +36,7 @@
  *     --check-data-csum".
  *
  * Without a phase it skips (exit status 4).  run_selftests.sh runs it as
- * its crash stage, from /selftests/crash/ (vm/run-in-guest.sh, which runs
+ * its crash stage, from /selftests/crash/ (lib/run-in-guest.sh, which runs
  * only the programs of the folder it is given, does not run it with the
  * other selftests).
  *

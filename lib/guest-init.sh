@@ -1,9 +1,9 @@
 #!/bin/sh
-# /init of the test VM (the initramfs of vm/make-initramfs.sh; busybox sh).
+# /init of the test VM (the initramfs of lib/make-initramfs.sh; busybox sh).
 #
 # Mounts the pseudo filesystems, runs the payload script named on the kernel
 # command line with its output on the console, then prints the kernel log and
-# the payload's exit status between markers that vm/run-vm.sh reads:
+# the payload's exit status between markers that lib/run-vm.sh reads:
 #
 #   === DMESG BEGIN ===
 #   ...dmesg...

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Boot a kernel + initramfs (vm/make-initramfs.sh) in QEMU with N empty
+# Boot a kernel + initramfs (lib/make-initramfs.sh) in QEMU with N empty
 # virtio disks and collect what the guest reports.
 #
-#   vm/run-vm.sh --kernel BZIMAGE --initrd CPIO --log DIR [options]
+#   lib/run-vm.sh --kernel BZIMAGE --initrd CPIO --log DIR [options]
 #
 #   --disks N          number of virtio disks (default 4): DIR/vda.img, ... are
 #                      made anew (sparse), the guest sees /dev/vda, ...
@@ -46,8 +46,8 @@
 # passed their check); otherwise as above, but 121 instead of 0 (the guest
 # finished without printing STRING).
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/common.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 

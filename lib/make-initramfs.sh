@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Build the initramfs of the test VM, from Debian's packages only.
 #
-#   vm/make-initramfs.sh OUT.cpio.gz [PAYLOAD...]
+#   lib/make-initramfs.sh OUT.cpio.gz [PAYLOAD...]
 #
 # PAYLOAD: folders whose contents are copied into /selftests (or single files,
 # copied there by name).  The image holds:
-#   /init                   vm/guest-init.sh
-#   /selftests/run-in-guest.sh   vm/run-in-guest.sh (the default payload script)
+#   /init                   lib/guest-init.sh
+#   /selftests/run-in-guest.sh   lib/run-in-guest.sh (the default payload script)
 #   /bin/busybox            busybox-static, with its applet links
 #   btrfs, mkfs.btrfs, btrfstune  from btrfs-progs
 #   the shared libraries (and the dynamic loader) that these and every
@@ -14,10 +14,10 @@
 #   /dev/console            (written into the archive directly: no mknod)
 # Needs no root: the archive is written with root as the owner of everything.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/common.sh"
 
-VM_DIR=$RESTRIPER_ROOT/vm
+HERE=$RESTRIPER_ROOT/lib # the guest side: run-in-guest.sh, guest-init.sh
 BTRFS_TOOLS=(/bin/btrfs /sbin/mkfs.btrfs /bin/btrfstune)
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
@@ -64,10 +64,10 @@ for p in "$@"; do
 	fi
 done
 if [ -e "$STAGE/selftests/run-in-guest.sh" ]; then
-	log "the payload's run-in-guest.sh is replaced by vm/run-in-guest.sh"
+	log "the payload's run-in-guest.sh is replaced by lib/run-in-guest.sh"
 fi
-install -m 0755 "$VM_DIR/run-in-guest.sh" "$STAGE/selftests/run-in-guest.sh"
-install -m 0755 "$VM_DIR/guest-init.sh" "$STAGE/init"
+install -m 0755 "$HERE/run-in-guest.sh" "$STAGE/selftests/run-in-guest.sh"
+install -m 0755 "$HERE/guest-init.sh" "$STAGE/init"
 
 # --- shared libraries -----------------------------------------------------
 is_elf() { [ "$(head -c 4 "$1" | od -An -tx1 | tr -d ' \n')" = 7f454c46 ]; }

@@ -1,13 +1,14 @@
 # shellcheck shell=bash
-# Helpers of the VM runners (run_selftests.sh, run_powercut.sh, run_fuzz.sh)
-# and demo.sh: run folders, and reading what a run left.  Source it after
-# ci/lib.sh.
+# Building, booting and judging a VM run, for the runners (run_selftests.sh,
+# run_powercut.sh, run_fuzz.sh), demo.sh and ci/gate.sh: run folders, the
+# kselftests and the initramfs, QEMU (lib/run-vm.sh), and reading what a
+# run left.  Source it after lib/common.sh.
 #
 # A VM run keeps its files in $CACHE/vm-logs/<name>-<timestamp>/: console.log,
 # dmesg.log, the kernel and initramfs it booted, the disk images, ...
 
 VM_LOGS=$CACHE/vm-logs
-DMESG_IGNORE=$RESTRIPER_ROOT/vm/dmesg-ignore.txt
+DMESG_IGNORE=$RESTRIPER_ROOT/lib/dmesg-ignore.txt
 
 # new_run_dir NAME: make and print a fresh run folder.  Its ".running" file
 # holds the pid of the script that made it.
@@ -49,7 +50,7 @@ prune_old_runs() {
 	done
 }
 
-# prepare_tree_step LOG: ci/prepare-tree.sh --allow-work as a step (one line,
+# prepare_tree_step LOG: lib/prepare-tree.sh --allow-work as a step (one line,
 # its output into LOG).  Its loud warning (the pinned base is not offered by
 # apt any more, another version is used) is shown on screen all the same.
 prepare_tree_step() {
@@ -62,7 +63,7 @@ prepare_tree_step() {
 	return "$rc"
 }
 prepare_tree_and_say() {
-	bash "$RESTRIPER_ROOT/ci/prepare-tree.sh" --allow-work || return
+	bash "$RESTRIPER_ROOT/lib/prepare-tree.sh" --allow-work || return
 	log "tree: $(git_tree log -1 --format='%h %s' HEAD)$([ -z "$(tree_changes)" ] || echo ' + uncommitted changes')"
 }
 
@@ -80,13 +81,13 @@ make_kselftests() {
 		OUTPUT="$out" KHDR_INCLUDES="-isystem $out/usr/include" "$@"
 }
 
-# build_vm_kernel DEST LOG: build the VM kernel (vm/build-kernel.sh: prepares
+# build_vm_kernel DEST LOG: build the VM kernel (lib/build-kernel.sh: prepares
 # the tree, holds the build lock; one line per step, its output appended to
 # LOG) and copy it to DEST, so that the run does not depend on the build
 # folder (another build may change it meanwhile).
 build_vm_kernel() {
 	local bz
-	bz=$(bash "$RESTRIPER_ROOT/vm/build-kernel.sh" --log "$2") ||
+	bz=$(bash "$RESTRIPER_ROOT/lib/build-kernel.sh" --log "$2") ||
 		die "the VM kernel was not built (log: $2)"
 	cp "$bz" "$1"
 }
@@ -95,7 +96,7 @@ build_vm_kernel() {
 # the scripts open it with "exec 3>&1" before the VM step.
 SCREEN_FD=3
 
-# run_vm RUN_DIR RUN-VM-ARGS...: vm/run-vm.sh --log RUN_DIR, meant to run as
+# run_vm RUN_DIR RUN-VM-ARGS...: lib/run-vm.sh --log RUN_DIR, meant to run as
 # a step: its own messages go to stderr (the step's log), the console to
 # SCREEN_FD (the guest's lines only, or everything with -v; all of it is in
 # RUN_DIR/console.log either way).  Returns 0 when the guest finished and the
@@ -106,7 +107,7 @@ run_vm() {
 	shift
 	[ "$VERBOSE" != 1 ] || show=all
 	[ -z "${VM_SHOW:-}" ] || show=$VM_SHOW
-	bash "$RESTRIPER_ROOT/vm/run-vm.sh" --log "$dir" --show "$show" "$@" >&"$SCREEN_FD" || rc=$?
+	bash "$RESTRIPER_ROOT/lib/run-vm.sh" --log "$dir" --show "$show" "$@" >&"$SCREEN_FD" || rc=$?
 	[ "$rc" -ne 0 ] || return 0
 	[ -f "$dir/vm-result.txt" ] || return "$rc"
 	if [ "$(sed -n 's/^guest_status=//p' "$dir/vm-result.txt")" != none ] &&
@@ -140,7 +141,7 @@ vm_step() {
 }
 
 # scan_dmesg DMESG: print the lines of the kernel log that make the run fail
-# ("line-number: text"), minus those matching vm/dmesg-ignore.txt.  A "Call
+# ("line-number: text"), minus those matching lib/dmesg-ignore.txt.  A "Call
 # Trace:" counts on its own only when no report header came shortly before.
 # A log that does not begin at boot (timestamp 0) fails too: the ring buffer
 # wrapped, and what it lost was not scanned.
@@ -175,7 +176,7 @@ scan_data_errors() {
 		sed 's/^\([0-9]*\):/\1: /' || true
 }
 
-# --- what a run left: vm/run-vm.sh's vm-result.txt, vm/run-in-guest.sh's TAP
+# --- what a run left: lib/run-vm.sh's vm-result.txt, lib/run-in-guest.sh's TAP
 
 # vm_result RUN_DIR KEY: a value of RUN_DIR/vm-result.txt ("" if none).
 vm_result() { sed -n "s/^$2=//p" "$1/vm-result.txt" 2>/dev/null || true; }
@@ -326,6 +327,52 @@ build_all() { # RUN_DIR STEPS_LOG
 		PAYLOAD=("$1/payload")
 	fi
 	step "making the initramfs" "$2" \
-		bash "$RESTRIPER_ROOT/vm/make-initramfs.sh" "$1/initramfs.cpio.gz" "${PAYLOAD[@]}" ||
+		bash "$RESTRIPER_ROOT/lib/make-initramfs.sh" "$1/initramfs.cpio.gz" "${PAYLOAD[@]}" ||
 		die "no initramfs (log: $2)"
+}
+
+# --- judging the VM stage ---------------------------------------------------
+
+# The programs whose rows the VM stage's summary must show: the kselftests
+# run in the guest, and the crash stage's test.  A row missing (its program
+# was not built, or the stage was left out) fails the gate like a failure.
+VM_STAGE_TESTS=(balance_test progs_test.sh balance_fuzz concurrency_test
+	lifecycle_test status_tool_test.sh crash_resume_test)
+
+# judge_vm_stage LOG: reads the output of run_selftests.sh; prints one
+# line per reason for failing, nothing when all is well.  Returns 1 when
+#   - a row of VM_STAGE_TESTS is missing, ran nothing, or counts a failure
+#     or a skip (the gate's VM has the disks and the debug interfaces: a
+#     test that skips there did not test);
+#   - a closing line is missing, or counts a failure or a skip, or no run:
+#     "selftests: N passed, 0 failed, 0 skipped", "powercut: N runs, 0
+#     failed", "fuzz: N calls, 0 failed", each with N > 0.
+judge_vm_stage() {
+	local log=$1 t line bad=0
+	for t in "${VM_STAGE_TESTS[@]}"; do
+		line=$(grep -E "^  $t +[0-9]+ passed, +[0-9]+ failed, +[0-9]+ skipped" "$log" | tail -n1 || true)
+		if [ -z "$line" ]; then
+			echo "no result for $t"
+			bad=1
+		elif ! grep -Eq " [1-9][0-9]* passed, +0 failed, +0 skipped" <<<"$line"; then
+			echo "$t: $(grep -Eo '[0-9]+ passed, +[0-9]+ failed, +[0-9]+ skipped' <<<"$line" | tr -s ' ')"
+			bad=1
+		fi
+	done
+	line=$(grep -E '^selftests: [0-9]+ passed' "$log" | tail -n1 || true)
+	if ! grep -Eq '^selftests: [1-9][0-9]* passed, 0 failed, 0 skipped' <<<"$line"; then
+		echo "${line:-no selftests line}"
+		bad=1
+	fi
+	line=$(grep -E '^powercut: [0-9]+ runs' "$log" | tail -n1 || true)
+	if ! grep -Eq '^powercut: [1-9][0-9]* runs, 0 failed' <<<"$line"; then
+		echo "${line:-no powercut line}"
+		bad=1
+	fi
+	line=$(grep -E '^fuzz: [0-9]+ calls' "$log" | tail -n1 || true)
+	if ! grep -Eq '^fuzz: [1-9][0-9]* calls, 0 failed' <<<"$line"; then
+		echo "${line:-no fuzz line}"
+		bad=1
+	fi
+	return "$bad"
 }

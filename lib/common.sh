@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # variables used by the sourcing scripts
-# Shared helpers for ci/*.sh and run_kunit.sh.  Source it, don't run it.
+# What every script shares: logging, packages, the build lock, the kernel
+# tree and the series, KUnit results.  Source it, don't run it.
 #
 # Everything big lives outside the repo, under $CACHE:
 #   $CACHE/linux           the kernel git tree (branch "restriper", tag "base")
@@ -302,50 +303,4 @@ kunit_missing_suites() {
 		while IFS= read -r name; do
 			grep -q "\[PASSED\] $name\( =*\)\?$" <<<"$log" || echo "$name"
 		done
-}
-
-# --- judging the VM stage ---------------------------------------------------
-
-# The programs whose rows the VM stage's summary must show: the kselftests
-# run in the guest, and the crash stage's test.  A row missing (its program
-# was not built, or the stage was left out) fails the gate like a failure.
-VM_STAGE_TESTS=(balance_test progs_test.sh balance_fuzz concurrency_test
-	lifecycle_test status_tool_test.sh crash_resume_test)
-
-# judge_vm_stage LOG: reads the output of run_selftests.sh; prints one
-# line per reason for failing, nothing when all is well.  Returns 1 when
-#   - a row of VM_STAGE_TESTS is missing, ran nothing, or counts a failure
-#     or a skip (the gate's VM has the disks and the debug interfaces: a
-#     test that skips there did not test);
-#   - a closing line is missing, or counts a failure or a skip, or no run:
-#     "selftests: N passed, 0 failed, 0 skipped", "powercut: N runs, 0
-#     failed", "fuzz: N calls, 0 failed", each with N > 0.
-judge_vm_stage() {
-	local log=$1 t line bad=0
-	for t in "${VM_STAGE_TESTS[@]}"; do
-		line=$(grep -E "^  $t +[0-9]+ passed, +[0-9]+ failed, +[0-9]+ skipped" "$log" | tail -n1 || true)
-		if [ -z "$line" ]; then
-			echo "no result for $t"
-			bad=1
-		elif ! grep -Eq " [1-9][0-9]* passed, +0 failed, +0 skipped" <<<"$line"; then
-			echo "$t: $(grep -Eo '[0-9]+ passed, +[0-9]+ failed, +[0-9]+ skipped' <<<"$line" | tr -s ' ')"
-			bad=1
-		fi
-	done
-	line=$(grep -E '^selftests: [0-9]+ passed' "$log" | tail -n1 || true)
-	if ! grep -Eq '^selftests: [1-9][0-9]* passed, 0 failed, 0 skipped' <<<"$line"; then
-		echo "${line:-no selftests line}"
-		bad=1
-	fi
-	line=$(grep -E '^powercut: [0-9]+ runs' "$log" | tail -n1 || true)
-	if ! grep -Eq '^powercut: [1-9][0-9]* runs, 0 failed' <<<"$line"; then
-		echo "${line:-no powercut line}"
-		bad=1
-	fi
-	line=$(grep -E '^fuzz: [0-9]+ calls' "$log" | tail -n1 || true)
-	if ! grep -Eq '^fuzz: [1-9][0-9]* calls, 0 failed' <<<"$line"; then
-		echo "${line:-no fuzz line}"
-		bad=1
-	fi
-	return "$bad"
 }

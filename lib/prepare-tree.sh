@@ -2,12 +2,12 @@
 # Make $CACHE/linux = pinned Debian kernel source + kernel-patches/series.
 # Prints the tree path on stdout.
 #
-#   ci/prepare-tree.sh            (RESTRIPER_CACHE=... to use another cache)
-#   RESTRIPER_FORCE=1 ci/prepare-tree.sh
+#   lib/prepare-tree.sh            (RESTRIPER_CACHE=... to use another cache)
+#   RESTRIPER_FORCE=1 lib/prepare-tree.sh
 #                                 reset even if the tree has work that is not
 #                                 in kernel-patches/ (it is saved first, see
 #                                 save_work)
-#   ci/prepare-tree.sh --allow-work
+#   lib/prepare-tree.sh --allow-work
 #                                 when the series did not change, keep local
 #                                 work (commits on top, uncommitted or new
 #                                 files) instead of refusing: for trying out
@@ -17,8 +17,8 @@
 # series changed, and git only rewrites files that differ, so the kernel
 # builds stay incremental.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/common.sh"
 
 FORCE=${RESTRIPER_FORCE:-0}
 ALLOW_WORK=0

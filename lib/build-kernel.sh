@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Build the kernel of the test VM: bzImage in $CACHE/build/vm, from the
 # prepared tree (series + local work, like run_kunit.sh: prepare-tree.sh
-# --allow-work), config = "make tinyconfig" + vm/kernel.config.
+# --allow-work), config = "make tinyconfig" + lib/kernel.config.
 #
-#   vm/build-kernel.sh [-v] [--log FILE]
+#   lib/build-kernel.sh [-v] [--log FILE]
 #                               prints the bzImage path on stdout, and one
 #                               line per step on stderr (preparing the kernel
 #                               tree, building the VM kernel: N s); the
@@ -13,13 +13,13 @@
 #                               with -v or RESTRIPER_VERBOSE=1 also shown on
 #                               stderr.  On a failure: the end of the log.
 #
-#   VM_BASE_CONFIG=x86_64_defconfig vm/build-kernel.sh
+#   VM_BASE_CONFIG=x86_64_defconfig lib/build-kernel.sh
 #                               merge the fragment onto another base config
 #                               (any make target that writes a .config)
 #
 # Options for other kernels of the same config (bench/run.sh uses them; none
 # of them given: the VM kernel as above):
-#   --fragment FILE             merge FILE after vm/kernel.config (repeatable,
+#   --fragment FILE             merge FILE after lib/kernel.config (repeatable,
 #                               in order; the last setting of a symbol wins)
 #   --name NAME                 build folder $CACHE/build/NAME (default: vm)
 #   --tree DIR                  build the kernel source in DIR (e.g. a git
@@ -29,20 +29,20 @@
 #
 # Incremental: .config is only replaced when the merged result differs, so
 # an unchanged config rebuilds nothing but what the tree changed.  Fails when
-# a setting of vm/kernel.config (or of a --fragment) did not survive "make
+# a setting of lib/kernel.config (or of a --fragment) did not survive "make
 # olddefconfig" (a dependency is missing), naming those settings.  Holds the
 # build lock.
 set -euo pipefail
-# shellcheck source=ci/lib.sh
-. "$(dirname "$0")/../ci/lib.sh"
-# shellcheck source=vm/common.sh
-. "$RESTRIPER_ROOT/vm/common.sh"
+# shellcheck source=lib/common.sh
+. "$(dirname "$0")/common.sh"
+# shellcheck source=lib/vm.sh
+. "$RESTRIPER_ROOT/lib/vm.sh"
 
 usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-0}"; }
 BUILD_LOG=''
 NAME=vm
 SRC_TREE=''
-FRAGMENTS=("$RESTRIPER_ROOT/vm/kernel.config")
+FRAGMENTS=("$RESTRIPER_ROOT/lib/kernel.config")
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-v) VERBOSE=1; export RESTRIPER_VERBOSE=1; shift ;;
@@ -61,7 +61,7 @@ done
 VM_BUILD=$BUILD_ROOT/$NAME
 # The source tree: the prepared one, unless --tree.
 SRC=${SRC_TREE:-$TREE}
-# "vm/kernel.config + bench/x.config" for the messages.
+# "lib/kernel.config + bench/x.config" for the messages.
 FRAGMENT_NAMES=$(for f in "${FRAGMENTS[@]}"; do printf '%s\n' "${f#"$RESTRIPER_ROOT"/}"; done | paste -sd+ | sed 's/+/ + /g')
 LABEL="the VM kernel"
 if [ "$NAME" != vm ] || [ -n "$SRC_TREE" ]; then LABEL="the kernel $NAME"; fi

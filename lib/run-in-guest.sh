@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs inside the test VM as /selftests/run-in-guest.sh (busybox sh; started
-# by /init, see vm/guest-init.sh).  Runs every executable file of the folder
+# by /init, see lib/guest-init.sh).  Runs every executable file of the folder
 # it is in (/selftests), each printing TAP, in a fixed order: balance_test,
 # then progs_test.sh, then the others in name order.  Only the files of the
 # folder itself: the programs in its subfolders are not run, e.g. those of
