@@ -22,7 +22,7 @@
 #      defaults to twice the global reserve R, as btrfs filesystem usage
 #      reports it: measured, X's relocation fails with ENOSPC at W = 1.76 R
 #      and succeeds at W = 1.96 R, on the base and the series alike, so by
-#      default the first chunk just fits).  With W under R, the first version of patch 45's
+#      default the first chunk just fits).  With W under R, the first version of the
 #      room check (before it was limited to types with two profiles or more)
 #      skipped X;
 #   5. data written again (a metadata chunk emptied by the deletes may
@@ -332,7 +332,7 @@ aborted=$(grep -c -E 'Transaction aborted|forced readonly|BTRFS critical' /tmp/b
 #                     the walk reaches first
 #   w, reserve        W and R of step 4, before the balance
 #   old_check_skips_top   yes when W < R on full devices: the first version
-#                     of patch 45's check would have skipped the top chunk
+#                     of the room check would have skipped the top chunk
 #   unalloc_before, unalloc_after   unallocated bytes of all devices
 #   deleted_dirs      directories deleted in step 4, of all
 echo "# usage-full-fs: kernel=$(uname -r) label=$LABEL status=$rc relocated_meta=$relocated_meta" \

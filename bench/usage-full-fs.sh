@@ -2,10 +2,10 @@
 # "btrfs balance start -musage=50" on a nearly full filesystem with one
 # metadata profile (raid1), on the unpatched 6.12 kernel and on the series,
 # the same config and the same layout: the series must relocate at least as
-# many metadata chunks as the base.  Patch 45's room check skips a metadata
+# many metadata chunks as the base.  The room check (`skip a chunk whose profile would be left without room`) skips a metadata
 # or system chunk whose relocation would leave its profile without room; its
 # first version also did that with one profile, where upstream relocates
-# (docs/differences.md, patch 45); it now takes effect only where the type
+# (docs/differences.md); it now takes effect only where the type
 # has two profiles or more.
 #
 #   bench/usage-full-fs.sh [-v] [--kernels "base series"] [--series-rev REV]
@@ -26,7 +26,7 @@
 #                    global reserve free beyond the used bytes of the top
 #                    one (default 200: on the base, the top chunk's
 #                    relocation just fits; under 100: where the first
-#                    version of patch 45's room check skipped it)
+#                    version of the room check skipped it)
 #   --accel MODE     QEMU accelerator (lib/run-vm.sh --accel; default auto,
 #                    or $RESTRIPER_VM_ACCEL)
 #   --timeout SECS   VM timeout per boot (default 1800; the layout boot

@@ -2169,7 +2169,7 @@ TEST_F_TIMEOUT(full_devices, convert_to_a_profile_without_room_is_enospc, 180)
  * starts, for the commit of its item (patch 29 of the series), so the
  * raid1c3 metadata chunk takes the room first; the data chunk then cannot
  * be converted, which is an ENOSPC error of the balance: -ENOSPC, nothing
- * aborted.  (The metadata convert stopped for want of room, patch 48, is
+ * aborted.  (The metadata convert stopped for want of room, patch 49, is
  * met when its own relocations fill that chunk: the fuzzer's finding 4.)
  */
 /*

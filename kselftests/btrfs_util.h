@@ -713,16 +713,19 @@ static inline int balance_item_present(int fd)
 /*
  * What the balance item says beyond its args (this series; 0 from kernels
  * that do not write them): the bound, the end of the highest chunk when the
- * balance started, at byte 416, and the chunks relocated so far, at 424.
+ * balance started, at byte 416, the chunks relocated so far, at 424, and
+ * the chunks below the bound when that count was written, at 432.
  */
-#define BALANCE_ITEM_BOUND	416
-#define BALANCE_ITEM_COMPLETED	424
-#define BALANCE_ITEM_SIZE	448
+#define BALANCE_ITEM_BOUND		416
+#define BALANCE_ITEM_COMPLETED		424
+#define BALANCE_ITEM_CHUNKS_BELOW	432
+#define BALANCE_ITEM_SIZE		448
 
 struct balance_item_state {
 	int found;
 	__u64 bound;
 	__u64 completed;
+	__u64 chunks_below_bound;
 };
 
 static inline int balance_item_cb(const struct btrfs_ioctl_search_header *sh,
@@ -738,6 +741,8 @@ static inline int balance_item_cb(const struct btrfs_ioctl_search_header *sh,
 	st->bound = le64toh(v);
 	memcpy(&v, p + BALANCE_ITEM_COMPLETED, sizeof(v));
 	st->completed = le64toh(v);
+	memcpy(&v, p + BALANCE_ITEM_CHUNKS_BELOW, sizeof(v));
+	st->chunks_below_bound = le64toh(v);
 	st->found = 1;
 	return 1;
 }

@@ -229,6 +229,17 @@ static inline int count_type(const struct chunk_list *l, __u64 bg_type)
 	return n;
 }
 
+/* The chunks that start below @bound. */
+static inline __u64 count_below(const struct chunk_list *l, __u64 bound)
+{
+	__u64 n = 0;
+	int i;
+
+	for (i = 0; i < l->n; i++)
+		n += l->c[i].start < bound;
+	return n;
+}
+
 /* Bytes used in the chunks of @bg_type, as their block groups say. */
 static inline __u64 used_of_type(const struct chunk_list *l, __u64 bg_type)
 {

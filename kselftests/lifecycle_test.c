@@ -1388,16 +1388,20 @@ static __u64 used_of_old_data(const struct chunk_list *before,
 }
 
 /*
- * Paused after one chunk and resumed: the progress describes the whole
- * balance, from the item after a remount.  The extents of the relocated
- * chunk may have gone into the free space of a chunk still to do, which
- * then uses more than it did: the resume counts what the chunks left use
- * now, and the bytes relocated end above what the chunks used at first.
+ * Paused after one chunk and resumed: without a remount the progress
+ * describes the whole balance.  The extents of the relocated chunk may
+ * have gone into the free space of a chunk still to do, which then uses
+ * more than it did: the resume counts what the chunks left use now, and
+ * the bytes relocated end above what the chunks used at first.  After a
+ * remount only the chunk counts (stat) cover the whole balance: the item
+ * keeps the count of relocated chunks, not the per-type figures or the
+ * times, which count from the mount.
  */
 TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 {
 	struct btrfs_ioctl_balance_args a, p1, p;
 	const struct btrfs_balance_type_progress *d;
+	struct balance_item_state item;
 	struct chunk_list before, paused;
 	struct world *w = &self->w;
 	__u64 used, ndata, left;
@@ -1414,21 +1418,28 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 	ASSERT_LT(0ULL, p1.types[DATA_INDEX].bytes_done);
 	ASSERT_EQ(0, read_chunks(w->fs.fd, &paused));
 	left = used_of_old_data(&before, &paused);
+	/* The item's counts are stamped with the chunks below its bound. */
+	ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
+	EXPECT_EQ(1ULL, item.completed);
+	EXPECT_EQ(count_below(&paused, item.bound), item.chunks_below_bound);
+	EXPECT_EQ(count_below(&before, item.bound) - 1,
+		  item.chunks_below_bound);
 
 	if (variant->by_mount) {
 		/*
-		 * From the item alone: what the pause had done, exactly; what
-		 * is expected is counted again when the balance runs.
+		 * From the item alone: the chunks relocated, exactly; no
+		 * per-type figures, no times.
 		 */
 		world_umount(_metadata, &w->fs);
 		world_mount(_metadata, &w->fs, w->fs.ndevs, 0, "skip_balance");
 		expect_paused(_metadata, &w->fs,
 			      BTRFS_BALANCE_DATA | BTRFS_BALANCE_RESUME, &p);
 		d = &p.types[DATA_INDEX];
-		EXPECT_EQ(p1.types[DATA_INDEX].chunks_done, d->chunks_done);
-		EXPECT_EQ(p1.types[DATA_INDEX].bytes_done, d->bytes_done);
-		EXPECT_EQ(p1.start_time, p.start_time);
-		EXPECT_EQ(p1.run_time_ms, p.run_time_ms);
+		EXPECT_EQ(1ULL, p.stat.completed);
+		EXPECT_EQ(0ULL, d->chunks_done);
+		EXPECT_EQ(0ULL, d->bytes_done);
+		EXPECT_EQ(0ULL, p.start_time);
+		EXPECT_EQ(0ULL, p.run_time_ms);
 		world_umount(_metadata, &w->fs);
 		mount_resume_held(_metadata, w);
 	} else {
@@ -1436,16 +1447,27 @@ TEST_F_TIMEOUT(resume, progress_describes_the_whole_balance, 300)
 		a.flags = BTRFS_BALANCE_RESUME;
 		start_held(_metadata, w, &a);
 	}
-	/* Counted again: what is left, plus what was done before. */
 	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	d = &p.types[DATA_INDEX];
 	EXPECT_EQ(BTRFS_BALANCE_EXT_PROGRESS, p.ext_flags);
-	EXPECT_EQ(ndata, d->chunks_expected);
-	EXPECT_EQ(p1.types[DATA_INDEX].bytes_done + left, d->bytes_expected);
-	EXPECT_EQ(1ULL, d->chunks_done);
-	EXPECT_EQ(p1.types[DATA_INDEX].bytes_done, d->bytes_done);
-	EXPECT_EQ(p1.start_time, p.start_time);
-	EXPECT_LE(p1.run_time_ms, p.run_time_ms);
+	EXPECT_EQ(1ULL, p.stat.completed);
+	if (variant->by_mount) {
+		/* Per type: what is left, from the mount on. */
+		EXPECT_EQ(ndata - 1, d->chunks_expected);
+		EXPECT_EQ(left, d->bytes_expected);
+		EXPECT_EQ(0ULL, d->chunks_done);
+		EXPECT_EQ(0ULL, d->bytes_done);
+		EXPECT_EQ(0ULL, p.start_time);
+	} else {
+		/* Counted again: what is left, plus what was done before. */
+		EXPECT_EQ(ndata, d->chunks_expected);
+		EXPECT_EQ(p1.types[DATA_INDEX].bytes_done + left,
+			  d->bytes_expected);
+		EXPECT_EQ(1ULL, d->chunks_done);
+		EXPECT_EQ(p1.types[DATA_INDEX].bytes_done, d->bytes_done);
+		EXPECT_EQ(p1.start_time, p.start_time);
+		EXPECT_LE(p1.run_time_ms, p.run_time_ms);
+	}
 
 	ASSERT_EQ(0, balance_hold_set(0));
 	if (variant->by_mount) {

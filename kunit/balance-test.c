@@ -1834,8 +1834,6 @@ static void args_to_disk_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, le32_to_cpu(disk.stripes_max), cpu.stripes_max);
 	/* The rest of the item's args is written as zeroes. */
 	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.limit_taken), 0ULL);
-	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.chunks_done), 0ULL);
-	KUNIT_EXPECT_EQ(test, le64_to_cpu(disk.bytes_done), 0ULL);
 	KUNIT_EXPECT_MEMEQ(test, disk.unused, zero, sizeof(zero));
 }
 
@@ -1845,17 +1843,11 @@ static void balance_item_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_disk_balance_args), 136);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
 				       limit_taken), 88);
-	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
-				       chunks_done), 96);
-	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_disk_balance_args,
-				       bytes_done), 104);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, bound), 416);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, completed),
 			424);
-	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item, start_time),
-			432);
 	KUNIT_EXPECT_EQ(test, offsetof(struct btrfs_balance_item,
-				       run_time_ms), 440);
+				       chunks_below_bound), 432);
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_balance_item), 448);
 }
 
@@ -1988,6 +1980,79 @@ static void stat_restart_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, older.stat.completed, 0);
 }
 
+/* A bound a balance item can have: 0, or the end of a chunk. */
+struct bound_valid_case {
+	const char *name;
+	u64 bound;
+	bool valid;
+};
+
+static const struct bound_valid_case bound_valid_cases[] = {
+	{ "no bound (older kernels)", 0, true },
+	{ "the end of a chunk", SZ_1G + SZ_256M, true },
+	{ "half a sector past it", SZ_1G + SZ_2K, false },
+	{ "the highest that leaves room for a chunk",
+	  round_down(U64_MAX - BTRFS_MAX_DATA_CHUNK_SIZE, SZ_4K), true },
+	{ "a sector higher", round_down(U64_MAX - BTRFS_MAX_DATA_CHUNK_SIZE,
+					SZ_4K) + SZ_4K, false },
+};
+
+KUNIT_ARRAY_PARAM_DESC(bound_valid, bound_valid_cases, name);
+
+static void bound_valid_test(struct kunit *test)
+{
+	const struct bound_valid_case *p = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, btrfs_balance_bound_valid(p->bound, SZ_4K),
+			p->valid);
+}
+
+/*
+ * The counts of a balance item are kept when the chunks below its bound are
+ * those they were written with; else they start from zero, the bound stays.
+ */
+struct item_counts_case {
+	const char *name;
+	u64 stamp;
+	u64 below;
+	bool kept;
+};
+
+static const struct item_counts_case item_counts_cases[] = {
+	{ "as many chunks below the bound as stamped: kept", 5, 5, true },
+	{ "all relocated, none stamped: kept", 0, 0, true },
+	{ "fewer: an older kernel relocated some: from zero", 5, 3, false },
+	{ "all gone but stamped: from zero", 5, 0, false },
+	{ "more than stamped: from zero", 3, 4, false },
+};
+
+KUNIT_ARRAY_PARAM_DESC(item_counts, item_counts_cases, name);
+
+static void keep_item_counts_test(struct kunit *test)
+{
+	const struct item_counts_case *p = test->param_value;
+	struct btrfs_balance_control bctl = {
+		.bound = SZ_4G,
+		.stat = { .completed = 7 },
+		.limit_taken = { 2, 1, 3 },
+	};
+	const u64 none[BTRFS_BALANCE_NR_TYPES] = {};
+	bool kept;
+
+	kept = balance_keep_item_counts(&bctl, p->stamp, p->below);
+	KUNIT_EXPECT_EQ(test, kept, p->kept);
+	KUNIT_EXPECT_EQ(test, bctl.bound, SZ_4G);
+	if (p->kept) {
+		KUNIT_EXPECT_EQ(test, bctl.stat.completed, 7);
+		KUNIT_EXPECT_EQ(test, bctl.limit_taken[0], 2);
+		KUNIT_EXPECT_EQ(test, bctl.limit_taken[1], 1);
+		KUNIT_EXPECT_EQ(test, bctl.limit_taken[2], 3);
+	} else {
+		KUNIT_EXPECT_EQ(test, bctl.stat.completed, 0);
+		KUNIT_EXPECT_MEMEQ(test, bctl.limit_taken, none, sizeof(none));
+	}
+}
+
 /* The same per type: what was relocated is expected again, bytes too. */
 static void types_restart_test(struct kunit *test)
 {
@@ -2095,50 +2160,6 @@ static void progress_chunk_grew_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, data->chunks_done, data->chunks_expected);
 }
 
-/* Whether the per-type progress read from a balance item can be used. */
-struct item_progress_case {
-	const char *name;
-	struct btrfs_balance_type_progress types[BTRFS_BALANCE_NR_TYPES];
-	u64 completed;
-	bool valid;
-};
-
-static const struct item_progress_case item_progress_cases[] = {
-	{ "nothing relocated yet", {}, 0, true },
-	{ "an older kernel's item: zeroes but chunks relocated", {}, 5,
-	  true },
-	{ "the types add up to the count",
-	  { { .chunks_done = 2, .bytes_done = SZ_1G },
-	    { .chunks_done = 3, .bytes_done = SZ_16M },
-	    { .chunks_done = 1, .bytes_done = SZ_16K } }, 6, true },
-	{ "one chunk more than the count",
-	  { { .chunks_done = 2 }, { .chunks_done = 3 }, { .chunks_done = 2 } },
-	  6, false },
-	{ "one chunk less than the count: relocated before they were kept",
-	  { { .chunks_done = 2 }, { .chunks_done = 3 } }, 6, true },
-	{ "a chunk using as much as a data chunk holds",
-	  { { .chunks_done = 1, .bytes_done = 10ULL * SZ_1G } }, 1, true },
-	{ "a chunk using a byte more",
-	  { { .chunks_done = 1, .bytes_done = 10ULL * SZ_1G + 1 } }, 1,
-	  false },
-	{ "bytes without chunks",
-	  { { .chunks_done = 0, .bytes_done = 1 }, { .chunks_done = 1 } }, 1,
-	  false },
-	{ "chunk counts that wrap around to the count",
-	  { { .chunks_done = U64_MAX }, { .chunks_done = 2 } }, 1, false },
-};
-
-KUNIT_ARRAY_PARAM_DESC(item_progress, item_progress_cases, name);
-
-static void item_progress_valid_test(struct kunit *test)
-{
-	const struct item_progress_case *p = test->param_value;
-
-	KUNIT_EXPECT_EQ(test, balance_item_progress_valid(p->types,
-							  p->completed),
-			p->valid);
-}
-
 /* The sysfs file: every line, with the values of the balance. */
 static void progress_format_test(struct kunit *test)
 {
@@ -2239,7 +2260,7 @@ static const struct run_time_case run_time_cases[] = {
 	{ "a first run that just started", 0, NSEC_PER_SEC, NSEC_PER_SEC, 0 },
 	{ "a clock behind the start adds nothing", 1500, 9 * NSEC_PER_SEC,
 	  2 * NSEC_PER_SEC, 1500 },
-	{ "an absurd time from an item does not wrap", U64_MAX - 1,
+	{ "a sum that would wrap stays at the maximum", U64_MAX - 1,
 	  NSEC_PER_SEC, 3 * NSEC_PER_SEC, U64_MAX },
 };
 
@@ -2560,8 +2581,9 @@ static struct kunit_case balance_resume_cases[] = {
 	KUNIT_CASE(balance_item_layout_test),
 	KUNIT_CASE_PARAM(walk_first_test, walk_first_gen_params),
 	KUNIT_CASE(stat_restart_test),
+	KUNIT_CASE_PARAM(keep_item_counts_test, item_counts_gen_params),
+	KUNIT_CASE_PARAM(bound_valid_test, bound_valid_gen_params),
 	KUNIT_CASE(types_restart_test),
-	KUNIT_CASE_PARAM(item_progress_valid_test, item_progress_gen_params),
 	{}
 };
 
