@@ -29,7 +29,6 @@
 
 BENCH=$RESTRIPER_ROOT/bench
 FRAGMENT=$BENCH/kernel-nodebug.config
-BASE_TREE=$CACHE/base-tree
 SERIES_TREE=$CACHE/series-tree
 SERIES_REV=${SERIES_REV:-}
 
@@ -55,23 +54,6 @@ timed() {
 	"$@" || rc=$?
 	echo "$label|$((SECONDS - t0))" >>"$RUN/timings.txt"
 	return "$rc"
-}
-
-# The worktree of tag base; made once, checked every time.  Under the build
-# lock: nothing else changes the tree's .git meanwhile.
-base_worktree() {
-	local want have
-	want=$(git_tree rev-parse "$BASE_TAG^{commit}")
-	if [ ! -e "$BASE_TREE" ]; then
-		log "making the worktree $BASE_TREE (tag $BASE_TAG)"
-		git_tree worktree add --detach "$BASE_TREE" "$BASE_TAG" >>"$STEPS_LOG" 2>&1 ||
-			die "git worktree add $BASE_TREE $BASE_TAG failed (log: $STEPS_LOG)"
-	fi
-	have=$(git -C "$BASE_TREE" rev-parse HEAD 2>/dev/null || true)
-	[ "$have" = "$want" ] ||
-		die "$BASE_TREE is not at tag $BASE_TAG ($want) but at '${have:-?}'; remove it (git -C $TREE worktree remove --force $BASE_TREE) and re-run"
-	[ -z "$(git -C "$BASE_TREE" --no-optional-locks status --porcelain --untracked-files=no)" ] ||
-		die "$BASE_TREE has changes to tracked files: it must be the pristine base"
 }
 
 # series_rev_commit: the commit SERIES_REV names in the tree.
