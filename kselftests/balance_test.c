@@ -121,6 +121,8 @@ static void world_mount(struct __test_metadata *_metadata, struct world *w,
 	w->mounted = true;
 	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
 	ASSERT_LE(0, w->fd) TH_LOG("open %s: %s", w->env.mnt, strerror(errno));
+	ret = balance_hold_attach(w->fd);
+	ASSERT_EQ(0, ret) TH_LOG("the hold points' folder: %s", strerror(-ret));
 }
 
 static void world_umount(struct __test_metadata *_metadata, struct world *w)

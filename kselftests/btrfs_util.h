@@ -259,6 +259,13 @@ static inline int mount_fs(const struct test_env *env, int ndevs, unsigned long 
 	return 0;
 }
 
+/* Remount @mnt with @flags (without MS_RDONLY: read-write) and @opts. */
+static inline int remount_fs(const char *mnt, unsigned long flags,
+			     const char *opts)
+{
+	return mount(NULL, mnt, NULL, MS_REMOUNT | flags, opts) ? -errno : 0;
+}
+
 static inline int umount_fs(const char *mnt)
 {
 	int i;
@@ -949,30 +956,73 @@ static inline int wait_balance_state(int fd, __u64 state, unsigned int timeout_m
 	return -ETIMEDOUT;
 }
 
+/* ---- sysfs of the filesystem ---- */
+
+/* /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd, into @path. */
+static inline int fs_sysfs_path(int fd, const char *attr, char *path,
+				size_t size)
+{
+	struct btrfs_ioctl_fs_info_args fi;
+	const __u8 *u;
+
+	memset(&fi, 0, sizeof(fi));
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
+		return -errno;
+	u = fi.fsid;
+	snprintf(path, size,
+		 "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%s",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		 u[10], u[11], u[12], u[13], u[14], u[15], attr);
+	return 0;
+}
+
 /* ---- Hold points of the balance code (CONFIG_BTRFS_DEBUG) ---- */
 
 /*
- * /sys/fs/btrfs/debug/balance_hold: writing a mask of points makes a
- * balance thread that reaches one of them wait there until the point is
- * cleared (or the thread gets a fatal signal); reading gives "<set> <held>",
- * the points set and the points where a thread waits now.
+ * /sys/fs/btrfs/<fsid>/debug/balance_hold: writing a mask of points makes
+ * a balance thread of that filesystem that reaches one of them wait there
+ * until the point is cleared (or the thread gets a fatal signal); reading
+ * gives "<set> <held>", the points set and the points where a thread waits
+ * now.  Per mount: a mount starts with none set, so that a point for the
+ * resume thread is set on a read-only mount before the remount read-write
+ * that starts it.  The functions below use the folder of the filesystem
+ * last given to balance_hold_attach().
  */
-#define BALANCE_HOLD_FILE	"/sys/fs/btrfs/debug/balance_hold"
+static char balance_hold_dir[256];
 #define HOLD_RELOCATION		(1UL << 0) /* before each chunk relocated */
 #define HOLD_RESUME_THREAD	(1UL << 1) /* mount-time resume thread */
 #define HOLD_IN_RELOCATION	(1UL << 2) /* inside a relocation, per extent */
 #define HOLD_RECLAIM		(1UL << 3) /* the reclaim worker, exclop taken */
-/* Set points let a thread pass this many times before they hold it. */
-#define BALANCE_HOLD_SKIP_FILE	"/sys/fs/btrfs/debug/balance_hold_skip"
 
+/* Use the hold points of the filesystem of @fd from now on. */
+static inline int balance_hold_attach(int fd)
+{
+	return fs_sysfs_path(fd, "debug", balance_hold_dir,
+			     sizeof(balance_hold_dir));
+}
+
+/* The file @name of the hold points' folder; -ENODEV before an attach. */
+static inline int balance_hold_open(const char *name, int flags)
+{
+	char path[320];
+	int fd;
+
+	if (!balance_hold_dir[0])
+		return -ENODEV;
+	snprintf(path, sizeof(path), "%s/%s", balance_hold_dir, name);
+	fd = open(path, flags);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Set points let a thread pass this many times before they hold it. */
 static inline int balance_hold_skip_set(unsigned int skip)
 {
 	char buf[32];
 	int fd, len, ret = 0;
 
-	fd = open(BALANCE_HOLD_SKIP_FILE, O_WRONLY);
+	fd = balance_hold_open("balance_hold_skip", O_WRONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	len = snprintf(buf, sizeof(buf), "%u\n", skip);
 	if (write(fd, buf, len) != len)
 		ret = -errno;
@@ -985,9 +1035,9 @@ static inline int balance_hold_set(unsigned long points)
 	char buf[32];
 	int fd, len, ret = 0;
 
-	fd = open(BALANCE_HOLD_FILE, O_WRONLY);
+	fd = balance_hold_open("balance_hold", O_WRONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	len = snprintf(buf, sizeof(buf), "0x%lx\n", points);
 	if (write(fd, buf, len) != len)
 		ret = -errno;
@@ -1001,9 +1051,9 @@ static inline int balance_hold_get(unsigned long *points, unsigned long *held)
 	ssize_t n;
 	int fd;
 
-	fd = open(BALANCE_HOLD_FILE, O_RDONLY);
+	fd = balance_hold_open("balance_hold", O_RDONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
@@ -1033,6 +1083,34 @@ static inline int balance_hold_wait(unsigned long point, unsigned int timeout_ms
 		usleep(1000);
 	}
 	return -ETIMEDOUT;
+}
+
+/*
+ * Mount the first @ndevs devices with @flags and @opts, with hold points
+ * @points set before a balance on disk resumes: read-only first, the
+ * points set, then a remount read-write, which starts the resume thread
+ * as a read-write mount does.  The hold points used from then on are this
+ * filesystem's.  0 or -errno (mounted read-only or not at all then).
+ */
+static inline int mount_fs_held(const struct test_env *env, int ndevs,
+				unsigned long flags, const char *opts,
+				unsigned long points)
+{
+	int fd, ret;
+
+	ret = mount_fs(env, ndevs, flags | MS_RDONLY, opts);
+	if (ret)
+		return ret;
+	fd = open(env->mnt, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -errno;
+	ret = balance_hold_attach(fd);
+	close(fd);
+	if (!ret)
+		ret = balance_hold_set(points);
+	if (!ret)
+		ret = remount_fs(env->mnt, flags, opts);
+	return ret;
 }
 
 /* ---- The kernel log ---- */
@@ -1134,27 +1212,18 @@ static inline void kmsg_end(struct kmsg *k)
 	k->fd = -1;
 }
 
-/* ---- sysfs of the filesystem ---- */
-
 /*
  * Open /sys/fs/btrfs/<fsid>/@attr of the filesystem of @fd with @flags:
  * the file descriptor, or -errno.
  */
 static inline int fs_sysfs_open(int fd, const char *attr, int flags)
 {
-	struct btrfs_ioctl_fs_info_args fi;
 	char path[256];
-	const __u8 *u;
-	int sfd;
+	int ret, sfd;
 
-	memset(&fi, 0, sizeof(fi));
-	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
-		return -errno;
-	u = fi.fsid;
-	snprintf(path, sizeof(path),
-		 "/sys/fs/btrfs/%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%s",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-		 u[10], u[11], u[12], u[13], u[14], u[15], attr);
+	ret = fs_sysfs_path(fd, attr, path, sizeof(path));
+	if (ret)
+		return ret;
 	sfd = open(path, flags);
 	return sfd < 0 ? -errno : sfd;
 }

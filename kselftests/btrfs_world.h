@@ -111,7 +111,23 @@ static inline bool mounted_on(const char *mnt)
 	return found;
 }
 
-/* Mount the first @ndevs devices with @flags, and options @more if any. */
+/*
+ * The options of every mount: nossd, no data allocation cluster, whose
+ * empty size would make the allocator take a new chunk before it fills the
+ * last free space of the others (make_data_chunks() needs them filled);
+ * and @more if any.
+ */
+static inline void world_mount_options(char *opts, size_t size,
+				       const char *more)
+{
+	snprintf(opts, size, "nodiscard,nossd%s%s", more ? "," : "",
+		 more ? more : "");
+}
+
+/*
+ * Mount the first @ndevs devices with @flags, and options @more if any;
+ * the hold points used from then on are this filesystem's.
+ */
 static inline void world_mount(struct __test_metadata *_metadata,
 			       struct fs_world *w, int ndevs,
 			       unsigned long flags, const char *more)
@@ -119,16 +135,34 @@ static inline void world_mount(struct __test_metadata *_metadata,
 	char opts[256];
 	int ret;
 
-	/*
-	 * nossd: no data allocation cluster, whose empty size would make the
-	 * allocator take a new chunk before it fills the last free space of
-	 * the others (make_data_chunks() needs them filled).
-	 */
-	snprintf(opts, sizeof(opts), "nodiscard,nossd%s%s", more ? "," : "",
-		 more ? more : "");
+	world_mount_options(opts, sizeof(opts), more);
 	ret = mount_fs(&w->env, ndevs, flags, opts);
 	ASSERT_EQ(0, ret) TH_LOG("mount %s on %s (%s): %s", w->env.devs[0],
 				 w->env.mnt, opts, strerror(-ret));
+	w->mounted = true;
+	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
+	ASSERT_LE(0, w->fd) TH_LOG("open %s: %s", w->env.mnt, strerror(errno));
+	ret = balance_hold_attach(w->fd);
+	ASSERT_EQ(0, ret) TH_LOG("the hold points' folder: %s", strerror(-ret));
+}
+
+/*
+ * The same, with hold points @points set before a balance on disk resumes
+ * (mount_fs_held()).
+ */
+static inline void world_mount_held(struct __test_metadata *_metadata,
+				    struct fs_world *w, int ndevs,
+				    unsigned long flags, const char *more,
+				    unsigned long points)
+{
+	char opts[256];
+	int ret;
+
+	world_mount_options(opts, sizeof(opts), more);
+	ret = mount_fs_held(&w->env, ndevs, flags, opts, points);
+	ASSERT_EQ(0, ret) TH_LOG("mount %s on %s (%s), held 0x%lx: %s",
+				 w->env.devs[0], w->env.mnt, opts, points,
+				 strerror(-ret));
 	w->mounted = true;
 	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
 	ASSERT_LE(0, w->fd) TH_LOG("open %s: %s", w->env.mnt, strerror(errno));
@@ -148,16 +182,13 @@ static inline void world_umount(struct __test_metadata *_metadata,
 
 /*
  * mkfs on the first @ndevs devices (each @size bytes, NULL: all of it) and
- * mount with @flags; false when skipped (fewer than @needed devices, or no
- * hold points).
+ * mount with @flags; false when skipped (fewer than @needed devices).
  */
 static inline bool world_setup(struct __test_metadata *_metadata,
 			       struct fs_world *w, int ndevs, int needed,
 			       const char *data, const char *meta,
 			       const char *size, unsigned long flags)
 {
-	struct stat st;
-
 	w->fd = -1;
 	w->uffd = -1;
 	w->kmsg.fd = -1;
@@ -167,12 +198,6 @@ static inline bool world_setup(struct __test_metadata *_metadata,
 		SKIP(return false,
 		     "BTRFS_TEST_DEVS names %d devices, this test needs %d",
 		     w->env.ndevs, needed);
-	/* The tests need them: without them they test nothing, a failure. */
-	ASSERT_EQ(0, stat(BALANCE_HOLD_FILE, &st))
-		TH_LOG("no %s: the kernel lacks CONFIG_BTRFS_DEBUG's hold points",
-		       BALANCE_HOLD_FILE);
-	ASSERT_EQ(0, balance_hold_set(0));
-	ASSERT_EQ(0, balance_hold_skip_set(0));
 	mkdir(w->env.mnt, 0755);
 	/* A test killed by its timeout had no teardown: unmount its rest. */
 	while (!umount2(w->env.mnt, 0))
@@ -181,6 +206,11 @@ static inline bool world_setup(struct __test_metadata *_metadata,
 		TH_LOG("mkfs.btrfs -d %s -m %s on %d devices", data, meta,
 		       ndevs);
 	world_mount(_metadata, w, ndevs, flags, NULL);
+	/* The tests need them: without them they test nothing, a failure. */
+	ASSERT_EQ(0, balance_hold_set(0))
+		TH_LOG("no %s/balance_hold: the kernel lacks CONFIG_BTRFS_DEBUG's hold points",
+		       balance_hold_dir);
+	ASSERT_EQ(0, balance_hold_skip_set(0));
 	ASSERT_EQ(0, kmsg_start(&w->kmsg));
 	return true;
 }
@@ -193,8 +223,11 @@ static inline bool world_setup(struct __test_metadata *_metadata,
 static inline void world_teardown_begin(struct __test_metadata *_metadata,
 					struct fs_world *w)
 {
-	EXPECT_EQ(0, balance_hold_set(0));
-	EXPECT_EQ(0, balance_hold_skip_set(0));
+	/* Unmounted, the filesystem has no balance thread to hold. */
+	if (w->mounted || mounted_on(w->env.mnt)) {
+		EXPECT_EQ(0, balance_hold_set(0));
+		EXPECT_EQ(0, balance_hold_skip_set(0));
+	}
 	if (w->uffd >= 0)
 		close(w->uffd);
 	w->uffd = -1;

@@ -20,7 +20,7 @@
  * CONFIG_BTRFS_DEBUG (the balance hold points).
  *
  * Nothing here waits for time to pass: a race that must be met is opened
- * with the hold points (/sys/fs/btrfs/debug/balance_hold), a userfaultfd
+ * with the hold points (/sys/fs/btrfs/<fsid>/debug/balance_hold), a userfaultfd
  * page or a barrier, and every wait ends on an event, with a timeout that
  * only a hang reaches.  Where the interleaving is left to the scheduler
  * (the random phase of the first test, the barrier races of the device
@@ -1534,8 +1534,8 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 	world_umount(_metadata, &w->fs);
 
 	/* Resumed at mount, held before its second chunk. */
-	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS, NULL);
+	world_mount_held(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS, NULL,
+			 HOLD_RELOCATION);
 	wait_held(_metadata, NULL, HOLD_RELOCATION);
 	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
 	EXPECT_EQ((__u64)ST_RUNNING, p.state);
@@ -1578,8 +1578,8 @@ TEST_F_TIMEOUT(unmount, unmount_pauses_a_running_balance_and_it_resumes, 300)
 	expect_log(_metadata, &w->fs, "balance: paused");
 
 	if (!variant->skip_balance) {
-		ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
-		world_mount(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS, NULL);
+		world_mount_held(_metadata, &w->fs, w->fs.ndevs, MNT_FLAGS,
+				 NULL, HOLD_RESUME_THREAD);
 		wait_held(_metadata, NULL, HOLD_RESUME_THREAD);
 		ASSERT_EQ(0, balance_item_read(w->fs.fd, &item));
 		EXPECT_EQ(variant->relocated, item.completed);

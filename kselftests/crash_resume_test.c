@@ -88,10 +88,21 @@ static int open_dir(const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Mount; its hold points are the ones used from then on. */
 static int mount_test_fs(const struct test_env *env)
 {
+	int fd, ret;
+
 	mkdir(env->mnt, 0755);
-	return mount_fs(env, NDEVS, 0, MOUNT_OPTS);
+	ret = mount_fs(env, NDEVS, 0, MOUNT_OPTS);
+	if (ret)
+		return ret;
+	fd = open_dir(env->mnt);
+	if (fd < 0)
+		return fd;
+	ret = balance_hold_attach(fd);
+	close(fd);
+	return ret;
 }
 
 static bool same_chunks(const struct chunk_list *a, const struct chunk_list *b)
@@ -385,12 +396,6 @@ static int phase_interrupt(struct test_env *env)
 	int fd, i, n, ret;
 
 	printf("# crash_resume_test phase 1: interrupt a full balance, then wait to be killed\n");
-	ret = balance_hold_set(0);
-	if (!ret)
-		ret = balance_hold_skip_set(0);
-	if (ret)
-		return phase1_failed("%s: %s (CONFIG_BTRFS_DEBUG's hold points)",
-				     BALANCE_HOLD_FILE, strerror(-ret));
 	for (i = 0; i < NDEVS; i++)
 		mkfs[10 + i] = env->devs[i];
 	mkfs[10 + NDEVS] = NULL;
@@ -405,6 +410,14 @@ static int phase_interrupt(struct test_env *env)
 	fd = open_dir(env->mnt);
 	if (fd < 0)
 		return phase1_failed("open %s: %s", env->mnt, strerror(-fd));
+	ret = balance_hold_set(0);
+	if (!ret)
+		ret = balance_hold_skip_set(0);
+	if (ret) {
+		phase1_cleanup(env, fd, &bt);
+		return phase1_failed("%s/balance_hold: %s (CONFIG_BTRFS_DEBUG's hold points)",
+				     balance_hold_dir, strerror(-ret));
+	}
 
 	ret = make_data_chunks(fd, env->mnt);
 	if (ret) {
@@ -560,11 +573,12 @@ static int phase_verify(struct test_env *env)
 	ksft_print_msg("crash_resume_test phase 2: the resume of a balance interrupted by a crash\n");
 
 	/* The resume thread of the mount waits until the checks are done. */
-	ret = balance_hold_set(HOLD_RESUME_THREAD);
-	if (!ret)
-		ret = kmsg_start(&k);
-	if (!ret)
-		ret = mount_test_fs(env);
+	ret = kmsg_start(&k);
+	if (!ret) {
+		mkdir(env->mnt, 0755);
+		ret = mount_fs_held(env, NDEVS, 0, MOUNT_OPTS,
+				    HOLD_RESUME_THREAD);
+	}
 	if (!ret) {
 		mounted = true;
 		fd = open_dir(env->mnt);

@@ -3,7 +3,7 @@
  * The lifecycle of a btrfs balance: running, paused, resumed (by the ioctl
  * and at mount), canceled, and the races between these, made deterministic
  * with the balance hold points of CONFIG_BTRFS_DEBUG
- * (/sys/fs/btrfs/debug/balance_hold).
+ * (/sys/fs/btrfs/<fsid>/debug/balance_hold).
  *
  * Environment: BTRFS_TEST_DEVS, the block devices to use, space separated
  * (4 of them, each used by nothing else; they are reformatted); and
@@ -325,8 +325,8 @@ static void wait_held(struct __test_metadata *_metadata, struct world *w,
 static void mount_resume_held(struct __test_metadata *_metadata,
 			      struct world *w)
 {
-	ASSERT_EQ(0, balance_hold_set(HOLD_RELOCATION));
-	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
+	world_mount_held(_metadata, &w->fs, w->fs.ndevs, 0, NULL,
+			 HOLD_RELOCATION);
 	wait_held(_metadata, w, HOLD_RELOCATION);
 }
 
@@ -833,14 +833,16 @@ TEST_F_TIMEOUT(lifecycle, cancel_wins_over_a_racing_pause, 300)
 	verify_dataset(_metadata, w);
 }
 
-/* Leave a paused balance on disk, unmounted, and hold its resume thread. */
+/*
+ * Leave a paused balance on disk, unmounted; the tests mount it with its
+ * resume thread held (world_mount_held(), HOLD_RESUME_THREAD).
+ */
 static void paused_on_disk(struct __test_metadata *_metadata, struct world *w,
 			   const struct btrfs_ioctl_balance_args *a)
 {
 	start_held(_metadata, w, a);
 	pause_held(_metadata, w);
 	world_umount(_metadata, &w->fs);
-	ASSERT_EQ(0, balance_hold_set(HOLD_RESUME_THREAD));
 }
 
 TEST_F_TIMEOUT(lifecycle, resume_in_the_mount_resume_window_is_einprogress, 300)
@@ -851,7 +853,8 @@ TEST_F_TIMEOUT(lifecycle, resume_in_the_mount_resume_window_is_einprogress, 300)
 
 	convert_request(&a, RAID1);
 	paused_on_disk(_metadata, w, &a);
-	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
+	world_mount_held(_metadata, &w->fs, w->fs.ndevs, 0, NULL,
+			 HOLD_RESUME_THREAD);
 	wait_held(_metadata, w, HOLD_RESUME_THREAD);
 	/* The resume thread has not started the balance: it runs already. */
 	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
@@ -883,7 +886,8 @@ TEST_F_TIMEOUT(lifecycle, unmount_in_the_mount_resume_window_keeps_it_paused,
 
 	convert_request(&a, RAID1);
 	paused_on_disk(_metadata, w, &a);
-	world_mount(_metadata, &w->fs, w->fs.ndevs, 0, NULL);
+	world_mount_held(_metadata, &w->fs, w->fs.ndevs, 0, NULL,
+			 HOLD_RESUME_THREAD);
 	wait_held(_metadata, w, HOLD_RESUME_THREAD);
 	/*
 	 * The unmount cannot end while the resume thread is held: it waits

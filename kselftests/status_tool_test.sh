@@ -8,8 +8,8 @@
 # test VM (busybox sh); it reformats the devices.
 #
 # The balance is held before each chunk by the debug hold point
-# (/sys/fs/btrfs/debug/balance_hold, CONFIG_BTRFS_DEBUG), so that what the
-# program sees does not depend on the speed of the machine.
+# (/sys/fs/btrfs/<fsid>/debug/balance_hold, CONFIG_BTRFS_DEBUG), so that
+# what the program sees does not depend on the speed of the machine.
 #
 # Environment: BTRFS_TEST_DEVS (the first 2 are used), BTRFS_TEST_MNT,
 # BALANCE_STATUS (default: bin/balance-status next to this script).
@@ -18,7 +18,7 @@
 DEVS=${BTRFS_TEST_DEVS:-}
 MNT=${BTRFS_TEST_MNT:-/mnt/test}
 BS=${BALANCE_STATUS:-$(dirname "$0")/bin/balance-status}
-HOLD=/sys/fs/btrfs/debug/balance_hold
+HOLD= # the mounted filesystem's: hold_file
 HOLD_RELOCATION=1	# before each chunk
 HOLD_IN_RELOCATION=4	# inside a relocation, after each extent
 PLAN=4
@@ -43,16 +43,25 @@ DEV1=$1 DEV2=$2
 if [ ! -x "$BS" ]; then
 	ktap_exit_fail_msg "$BS not found (make at the top of the repository)"
 fi
-# The tests need the hold points: without them they test nothing, a failure.
-if [ ! -w "$HOLD" ]; then
-	ktap_exit_fail_msg "no $HOLD (a kernel without CONFIG_BTRFS_DEBUG's hold points)"
-fi
 mkdir -p "$MNT"
 ktap_set_plan "$PLAN"
 
 # expect_line REGEX: a line of OUT matches the extended regular expression.
 expect_line() {
 	printf '%s\n' "$OUT" | grep -Eq "$1" || failed "no line matches /$1/ in:"
+}
+
+# hold_file: HOLD, the hold points of the filesystem mounted on MNT (the one
+# with DEV1).  The tests need them: without them they test nothing, a
+# failure.
+hold_file() {
+	for d in /sys/fs/btrfs/*/devices/"$(basename "$DEV1")"; do
+		HOLD=${d%/devices/*}/debug/balance_hold
+	done
+	[ -w "$HOLD" ] && return 0
+	OUT="no $HOLD (a kernel without CONFIG_BTRFS_DEBUG's hold points)"
+	failed "setup"
+	return 1
 }
 
 # The filesystem: data single in several chunks (files of 48 MiB), then a
@@ -64,6 +73,7 @@ start_held_convert() {
 		failed "setup"
 		return 1
 	fi
+	hold_file || return 1
 	for i in 1 2 3 4; do
 		dd if=/dev/urandom of="$MNT/f$i" bs=1M count=48 2>/dev/null ||
 			{ OUT="dd failed"; failed "setup"; return 1; }
