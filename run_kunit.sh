@@ -17,6 +17,9 @@ set -euo pipefail
 # shellcheck source=lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0; }
+case "${1:-}" in -h | --help) usage ;; esac
+
 if [ "${1:-}" = -v ]; then
 	VERBOSE=1
 	export RESTRIPER_VERBOSE=1
