@@ -187,8 +187,7 @@ static int do_umount(struct job *j)
 /* With MNT_FLAGS, as every mount of the world. */
 static int remount(const char *mnt, unsigned long flags, const char *data)
 {
-	return mount(NULL, mnt, NULL, MS_REMOUNT | MNT_FLAGS | flags, data) ?
-	       -errno : 0;
+	return remount_fs(mnt, MNT_FLAGS | flags, data);
 }
 
 static int remove_device(int fd, const char *path)
