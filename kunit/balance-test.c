@@ -112,29 +112,24 @@ static void every_profile_alone_is_valid_test(struct kunit *test)
 }
 
 struct possible_case {
+	const char *name;
 	u64 num_devices;
 	u64 profiles;
 };
 
 static const struct possible_case possible_cases[] = {
-	{ 0, 0 },
-	{ 1, B_DUP | B_RAID0 },
-	{ 2, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 },
-	{ 3, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 | B_RAID6 |
-	     B_RAID1C3 },
-	{ 4, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 | B_RAID6 |
-	     B_RAID1C3 | B_RAID1C4 },
-	{ 8, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 | B_RAID6 |
-	     B_RAID1C3 | B_RAID1C4 },
+	{ "0 rw devices", 0, 0 },
+	{ "1 rw device", 1, B_DUP | B_RAID0 },
+	{ "2 rw devices", 2, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 },
+	{ "3 rw devices", 3, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 |
+			     B_RAID6 | B_RAID1C3 },
+	{ "4 rw devices", 4, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 |
+			     B_RAID6 | B_RAID1C3 | B_RAID1C4 },
+	{ "8 rw devices", 8, B_DUP | B_RAID0 | B_RAID1 | B_RAID10 | B_RAID5 |
+			     B_RAID6 | B_RAID1C3 | B_RAID1C4 },
 };
 
-static void possible_case_desc(const struct possible_case *p, char *desc)
-{
-	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "%llu rw devices",
-		 p->num_devices);
-}
-
-KUNIT_ARRAY_PARAM(possible, possible_cases, possible_case_desc);
+KUNIT_ARRAY_PARAM_DESC(possible, possible_cases, name);
 
 static void possible_profiles_test(struct kunit *test)
 {
@@ -212,8 +207,10 @@ init_bctl(struct btrfs_balance_control *bctl, const struct profile_case *p)
 		bctl->stat.considered = 4;
 		bctl->stat.completed = 3;
 	}
-	bctl->sys_convert_dropped = p->state == SYS_DROPPED;
-	bctl->meta_convert_dropped = p->state == META_DROPPED;
+	if (p->state == SYS_DROPPED)
+		set_bit(BTRFS_BALANCE_SYS_INDEX, &bctl->convert_dropped);
+	if (p->state == META_DROPPED)
+		set_bit(BTRFS_BALANCE_META_INDEX, &bctl->convert_dropped);
 	return bctl;
 }
 
@@ -997,24 +994,20 @@ static void args_of_the_chunk_type_apply_test(struct kunit *test)
 /* The chunk walk: a counting pass, then a relocation pass. */
 
 struct type_index_case {
+	const char *name;
 	u64 type;
 	int index;
 };
 
 static const struct type_index_case type_index_cases[] = {
-	{ B_DATA, BTRFS_BALANCE_DATA_INDEX },
-	{ B_DATA | B_RAID1, BTRFS_BALANCE_DATA_INDEX },
-	{ B_META | B_DUP, BTRFS_BALANCE_META_INDEX },
-	{ B_SYS | B_RAID1C3, BTRFS_BALANCE_SYS_INDEX },
-	{ B_DATA | B_META, BTRFS_BALANCE_DATA_INDEX },
+	{ "data", B_DATA, BTRFS_BALANCE_DATA_INDEX },
+	{ "data raid1", B_DATA | B_RAID1, BTRFS_BALANCE_DATA_INDEX },
+	{ "metadata dup", B_META | B_DUP, BTRFS_BALANCE_META_INDEX },
+	{ "system raid1c3", B_SYS | B_RAID1C3, BTRFS_BALANCE_SYS_INDEX },
+	{ "mixed counts as data", B_DATA | B_META, BTRFS_BALANCE_DATA_INDEX },
 };
 
-static void type_index_case_desc(const struct type_index_case *p, char *desc)
-{
-	snprintf(desc, KUNIT_PARAM_DESC_SIZE, "type 0x%llx", p->type);
-}
-
-KUNIT_ARRAY_PARAM(type_index, type_index_cases, type_index_case_desc);
+KUNIT_ARRAY_PARAM_DESC(type_index, type_index_cases, name);
 
 static void type_index_test(struct kunit *test)
 {
@@ -2209,19 +2202,18 @@ static void progress_format_out_of_room_test(struct kunit *test)
 		.flags = T_ALL,
 		.sys = { .flags = A_CONVERT, .target = B_RAID1C3 },
 		.meta = { .flags = A_CONVERT, .target = B_RAID1 },
-		.meta_convert_dropped = true,
+		.convert_dropped = BIT(BTRFS_BALANCE_META_INDEX),
 	};
 	char *buf = kunit_kzalloc(test, PAGE_SIZE, GFP_KERNEL);
 
 	KUNIT_ASSERT_NOT_NULL(test, buf);
 	balance_progress_format(&bctl, false, 0, buf);
 	KUNIT_EXPECT_NOT_NULL(test, strstr(buf, "\nout_of_room metadata:raid1\n"));
-	bctl.sys_convert_dropped = true;
+	set_bit(BTRFS_BALANCE_SYS_INDEX, &bctl.convert_dropped);
 	balance_progress_format(&bctl, false, 0, buf);
 	KUNIT_EXPECT_NOT_NULL(test,
-			      strstr(buf, "\nout_of_room system:raid1c3 metadata:raid1\n"));
-	bctl.sys_convert_dropped = false;
-	bctl.meta_convert_dropped = false;
+			      strstr(buf, "\nout_of_room metadata:raid1 system:raid1c3\n"));
+	bctl.convert_dropped = 0;
 	balance_progress_format(&bctl, false, 0, buf);
 	KUNIT_EXPECT_NOT_NULL(test, strstr(buf, "\nout_of_room none\n"));
 }
