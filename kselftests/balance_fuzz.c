@@ -20,8 +20,18 @@
  * counts as a failed call and is printed with its arguments (the first
  * MAX_SHOWN of them).  A request the fuzzer knows to be invalid (from the
  * request alone) must be refused; one it knows to be valid must not be
- * refused with -EINVAL unless a pause or cancel ran meanwhile.  The kernel
- * log is read after every call: a report (WARNING, BUG, Oops, KASAN,
+ * refused with -EINVAL unless a pause or cancel ran meanwhile.
+ *
+ * Valid dry runs are sent on purpose (every filter, with and without a
+ * convert, with no balance, beside a running one and beside a paused
+ * one): 0 is their only result (-EROFS on a read-only mount).  Where
+ * nothing else can move a chunk meanwhile, the chunk tree must be the same
+ * after the dry run as before; with no balance, the same request then run
+ * for real, when it relocates at most 3 chunks, must relocate per type
+ * exactly the chunks the estimate said.
+ *
+ * The kernel log is read after every call (a run that cannot read it
+ * fails): a report (WARNING, BUG, Oops, KASAN,
  * UBSAN, lockdep, hung task, transaction abort) fails the run and is
  * printed with the calls before it.
  *
@@ -446,12 +456,13 @@ static const char * const class_names[] = {
 
 /* The kinds the statistics count separately. */
 enum stat_kind {
-	S_V2_NEW, S_V2_RESUME, S_V2_BG, S_PAUSE, S_CANCEL, S_CTL_OTHER,
-	S_PROGRESS, S_V1, S_BADNR, S_REMOUNT, S_UNPRIV, NR_STATS
+	S_V2_NEW, S_V2_DRY, S_V2_RESUME, S_V2_BG, S_PAUSE, S_CANCEL,
+	S_CTL_OTHER, S_PROGRESS, S_V1, S_BADNR, S_REMOUNT, S_UNPRIV, NR_STATS
 };
 
 static const char * const stat_names[NR_STATS] = {
-	"V2 new request", "V2 resume", "V2 in the second thread",
+	"V2 new request", "V2 valid dry run", "V2 resume",
+	"V2 in the second thread",
 	"ctl pause", "ctl cancel", "ctl other command", "progress",
 	"legacy BALANCE", "other ioctl number", "remount",
 	"without CAP_SYS_ADMIN",
@@ -468,6 +479,7 @@ struct call {
 	struct btrfs_ioctl_balance_args req;
 	struct btrfs_ioctl_balance_args out;	/* what the kernel wrote */
 	enum request_class cls;
+	bool dry;		/* a valid dry run, sent as one */
 	/* The situation when it was made. */
 	bool bg;		/* in the second thread */
 	bool unpriv;		/* without CAP_SYS_ADMIN */
@@ -499,6 +511,10 @@ struct fuzz {
 	/* Statistics: results per kind, hits on a running balance. */
 	unsigned int stats[NR_STATS][256];
 	unsigned int hit_pause, hit_cancel, hit_running, bg_paused;
+	/* Dry runs that returned 0, by what they met (enum dry_beside). */
+	unsigned int dry_ok[3];
+	unsigned int dry_unmoved;	/* chunk tree compared, the same */
+	unsigned int dry_checked;	/* estimate checked by the balance */
 	/* Kernel log. */
 	int kmsg_fd;
 	int reports;
@@ -554,8 +570,9 @@ static const char *call_desc(const struct call *c, char *buf, size_t size)
 		args_desc(m, sizeof(m), "m", &c->req.meta);
 		args_desc(s, sizeof(s), "s", &c->req.sys);
 		snprintf(buf, size,
-			 "#%d %s%s V2 fd=%s ptr=%s(%llu) %s flags=0x%llx%s%s%s",
-			 c->idx, who, c->ro ? " ro" : "", fd_names[c->fd_sel],
+			 "#%d %s%s V2%s fd=%s ptr=%s(%llu) %s flags=0x%llx%s%s%s",
+			 c->idx, who, c->ro ? " ro" : "",
+			 c->dry ? " dry-run" : "", fd_names[c->fd_sel],
 			 ptr_names[c->ptr], (unsigned long long)c->ptr_off,
 			 class_names[c->cls], (unsigned long long)c->req.flags,
 			 d, m, s);
@@ -612,8 +629,8 @@ static void kmsg_open(void)
 		F.kmsg_fd = -1;
 	}
 	if (F.kmsg_fd < 0)
-		ksft_print_msg("cannot read /dev/kmsg: %s; the kernel log is not checked here\n",
-			       strerror(errno));
+		ksft_exit_fail_msg("cannot read /dev/kmsg: %s; a run that cannot check the kernel log proves nothing\n",
+				   strerror(errno));
 }
 
 static void remember(const struct call *c)
@@ -1028,6 +1045,27 @@ static void gen_bg(struct call *c)
 	c->cls = classify(&c->req);
 }
 
+/*
+ * A valid dry run: a small request (every filter, converts with and
+ * without soft), never a resume.
+ */
+static void gen_dry(struct call *c)
+{
+	struct btrfs_balance_args *args[] = {
+		&c->req.data, &c->req.meta, &c->req.sys,
+	};
+	unsigned int i;
+
+	gen_common(c, K_V2);
+	gen_valid_small(&c->req);
+	for (i = 0; i < ARRAY_SIZE(args); i++)
+		if ((args[i]->flags & BTRFS_BALANCE_ARGS_CONVERT) && chance(50))
+			args[i]->flags &= ~BTRFS_BALANCE_ARGS_SOFT;
+	c->req.flags |= BTRFS_BALANCE_DRY_RUN;
+	c->dry = true;
+	c->cls = classify(&c->req);
+}
+
 static void gen_resume(struct call *c)
 {
 	gen_common(c, K_V2);
@@ -1183,6 +1221,16 @@ static void allowed_v2(const struct call *c, struct errset *s)
 		errset_add(s, -EROFS);
 	if (!may_rw)
 		return;
+	/*
+	 * A valid dry run writes nothing and needs no exclusive operation
+	 * beside a balance: it looks, alone or beside one.
+	 */
+	if (c->dry) {
+		errset_add(s, 0);
+		if (c->cls == REQ_DEPENDS)
+			errset_add(s, -EINVAL);
+		return;
+	}
 	if (!ptr_readable(c->ptr)) {
 		errset_add(s, -EFAULT);
 		return;
@@ -1341,6 +1389,11 @@ static const char *bad_output(const struct call *c)
 		return "args written back differ from the request";
 	if (!c->bg && o->state)
 		return "state written back is not 0";
+	if ((c->req.flags & BTRFS_BALANCE_DRY_RUN) &&
+	    (o->ext_flags != BTRFS_BALANCE_EXT_ESTIMATE ||
+	     o->types[0].chunks_expected + o->types[1].chunks_expected +
+	     o->types[2].chunks_expected != o->stat.expected))
+		return "a dry run's estimate is not its types[] summed";
 	return NULL;
 }
 
@@ -1350,7 +1403,7 @@ static enum stat_kind stat_kind(const struct call *c)
 		return S_UNPRIV;
 	switch (c->kind) {
 	case K_V2:
-		return c->bg ? S_V2_BG :
+		return c->bg ? S_V2_BG : c->dry ? S_V2_DRY :
 		       c->cls == REQ_RESUME ? S_V2_RESUME : S_V2_NEW;
 	case K_CTL:
 		if ((int)c->arg == BTRFS_BALANCE_CTL_PAUSE)
@@ -1369,9 +1422,23 @@ static enum stat_kind stat_kind(const struct call *c)
 	}
 }
 
+/* Count @c as failed and print it (the first MAX_SHOWN). */
+static void call_failed(const struct call *c, const char *why,
+			const char *allowed_set)
+{
+	char buf[1024], name[32];
+
+	F.failed++;
+	if (F.shown++ >= MAX_SHOWN)
+		return;
+	ksft_print_msg("FAILED %s -> %s: %s (allowed: %s)\n",
+		       call_desc(c, buf, sizeof(buf)),
+		       code_name(c->ret, name, sizeof(name)), why, allowed_set);
+}
+
 static void judge(const struct call *c)
 {
-	char buf[1024], set[512], name[32];
+	char set[512];
 	const char *why = NULL;
 	struct errset s;
 	int i;
@@ -1397,13 +1464,109 @@ static void judge(const struct call *c)
 		F.bg_paused++;
 	if (!why)
 		return;
-	F.failed++;
-	if (F.shown++ >= MAX_SHOWN)
-		return;
 	errset_print(&s, set, sizeof(set));
-	ksft_print_msg("FAILED %s -> %s: %s (allowed: %s)\n",
-		       call_desc(c, buf, sizeof(buf)),
-		       code_name(c->ret, name, sizeof(name)), why, set);
+	call_failed(c, why, set);
+}
+
+static void call_now(struct call *c);
+static int bg_join(void);
+
+/* What a dry run met: no balance, a running one, a paused one. */
+enum dry_beside { DRY_ALONE, DRY_RUNNING, DRY_PAUSED };
+
+static const char * const dry_beside_names[] = {
+	"alone", "beside a running balance", "beside a paused balance",
+};
+
+static struct chunk_list dry_before, dry_after;
+
+static bool same_chunk_list(const struct chunk_list *a,
+			    const struct chunk_list *b)
+{
+	int i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (chunk_moved(a, i, b))
+			return false;
+	return true;
+}
+
+/*
+ * The same request as the dry run @dry, for real: it must relocate, per
+ * type, the chunks the estimate said.  Only for small ones: a chunk or
+ * two are what the fuzzer relocates elsewhere too.
+ */
+static void dry_run_then_balance(const struct call *dry)
+{
+	char why[256];
+	struct call c;
+	int i;
+
+	c = *dry;
+	c.dry = false;
+	c.req.flags &= ~BTRFS_BALANCE_DRY_RUN;
+	memset(&c.out, 0, sizeof(c.out));
+	c.cls = classify(&c.req);
+	call_now(&c);
+	if (c.ret != 0)		/* -ENOSPC: judged as any balance */
+		return;
+	F.dry_checked++;
+	for (i = 0; i < 3; i++) {
+		__u64 said = dry->out.types[i].chunks_expected;
+		__u64 did = c.out.types[i].chunks_done;
+
+		if (said == did)
+			continue;
+		snprintf(why, sizeof(why),
+			 "relocated %llu chunks of type %d, its dry run (#%d) said %llu",
+			 (unsigned long long)did, i, dry->idx,
+			 (unsigned long long)said);
+		call_failed(&c, why, "the estimate");
+		return;
+	}
+}
+
+/*
+ * A valid dry run from this thread.  Where nothing else can move a chunk
+ * meanwhile (no second thread, no balance running), the chunk tree must be
+ * the same after it; with no balance at all, the request may then run for
+ * real (dry_run_then_balance()).
+ */
+static void dry_run_call(void)
+{
+	struct btrfs_ioctl_balance_args p;
+	enum dry_beside beside;
+	struct call c;
+	bool look;
+	int ret;
+
+	gen_dry(&c);
+	/* A second thread that is done moves nothing: judge it now. */
+	if (F.bg_alive && balance_thread_done(&F.bt) && bg_join())
+		return;
+	ret = balance_progress(F.fds[0], &p);
+	beside = ret == -ENOTCONN ? DRY_ALONE :
+		 (p.state & BTRFS_BALANCE_STATE_RUNNING) ? DRY_RUNNING :
+		 DRY_PAUSED;
+	look = !F.bg_alive && beside != DRY_RUNNING &&
+	       !read_chunks(F.fds[0], &dry_before);
+	call_now(&c);
+	if (c.ret != 0)
+		return;
+	F.dry_ok[beside]++;
+	if (!look)
+		return;
+	if (read_chunks(F.fds[0], &dry_after) ||
+	    !same_chunk_list(&dry_before, &dry_after)) {
+		call_failed(&c, "the chunk tree changed across a dry run",
+			    "no chunk moved");
+		return;
+	}
+	F.dry_unmoved++;
+	if (beside == DRY_ALONE && c.out.stat.expected <= 3 && chance(50))
+		dry_run_then_balance(&c);
 }
 
 /* Make a call in this thread and judge it. */
@@ -1587,8 +1750,11 @@ static void burst(int n)
 			gen_ctl(&c, BTRFS_BALANCE_CTL_PAUSE);
 		} else if (pick < 75) {
 			gen_ctl(&c, BTRFS_BALANCE_CTL_CANCEL);
-		} else if (pick < 85) {
+		} else if (pick < 80) {
 			gen_resume(&c);
+		} else if (pick < 90) {
+			dry_run_call();
+			continue;
 		} else {
 			gen_v2(&c, false);
 		}
@@ -1619,9 +1785,11 @@ static int fuzz_calls(int ncalls, int reports_before)
 			continue;
 		}
 		pick = rnd_below(1000);
-		if (pick < 420) {
+		if (pick < 380) {
 			gen_v2(&c, false);
 			call_now(&c);
+		} else if (pick < 420) {
+			dry_run_call();
 		} else if (pick < 510) {
 			gen_bg(&c);
 			ret = bg_start(&c);
@@ -1838,6 +2006,11 @@ static void print_stats(void)
 	}
 	ksft_print_msg("calls that met a balance: %u pauses returned 0 (a running one stopped), %u cancels returned 0 (a running or paused one ended), %u progress calls saw one running, %u second-thread balances were stopped (-ECANCELED)\n",
 		       F.hit_pause, F.hit_cancel, F.hit_running, F.bg_paused);
+	ksft_print_msg("valid dry runs that returned 0: %u %s, %u %s, %u %s; chunk tree the same across %u of them; %u estimates checked against the balance run after\n",
+		       F.dry_ok[DRY_ALONE], dry_beside_names[DRY_ALONE],
+		       F.dry_ok[DRY_RUNNING], dry_beside_names[DRY_RUNNING],
+		       F.dry_ok[DRY_PAUSED], dry_beside_names[DRY_PAUSED],
+		       F.dry_unmoved, F.dry_checked);
 }
 
 /* ---- Parameters ---- */

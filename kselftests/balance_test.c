@@ -26,6 +26,8 @@
 #include <grp.h>
 #include <sys/swap.h>
 #include <sys/xattr.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 
 #include "btrfs_util.h"
 
@@ -2702,6 +2704,44 @@ TEST_F_TIMEOUT(fill, dry_run_counts_what_the_balance_then_relocates, 120)
 	verify_dataset(_metadata, &self->w);
 }
 
+/*
+ * limit=3..5 with usage below 51%: two chunks pass the filters, fewer than
+ * the minimum, so the balance relocates none; the estimate says so too.
+ */
+TEST_F_TIMEOUT(fill, dry_run_applies_the_limit_minimum, 120)
+{
+	struct btrfs_balance_args b = {
+		.flags = BTRFS_BALANCE_ARGS_USAGE |
+			 BTRFS_BALANCE_ARGS_LIMIT_RANGE,
+		.usage = 51, .limit_min = 3, .limit_max = 5,
+	};
+	struct btrfs_ioctl_balance_args a;
+	struct kmsg k;
+
+	build_fill(_metadata, &self->w, &self->f);
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	dry_run(_metadata, &self->w, &a, &k);
+	kmsg_end(&k);
+	EXPECT_EQ(0ULL, a.types[0].chunks_expected);
+	EXPECT_EQ(0ULL, a.types[0].bytes_expected);
+	EXPECT_EQ(0ULL, a.stat.expected);
+	/* Met with limit=2..5: both, for real too. */
+	b.limit_min = 2;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	dry_run(_metadata, &self->w, &a, &k);
+	kmsg_end(&k);
+	EXPECT_EQ(2ULL, a.types[0].chunks_expected);
+	/*
+	 * The balance takes none of them; its counting pass counts both
+	 * (stat.expected), as upstream's does.
+	 */
+	b.limit_min = 3;
+	request(&a, BTRFS_BALANCE_DATA, &b);
+	balance_check(_metadata, &self->w, &a, NULL, 0, 2, NULL);
+	EXPECT_EQ(0ULL, a.types[0].chunks_done);
+	verify_dataset(_metadata, &self->w);
+}
+
 TEST_F_TIMEOUT(fill, dry_run_of_a_full_balance_counts_every_chunk, 120)
 {
 	struct btrfs_ioctl_balance_args a;
@@ -2854,6 +2894,95 @@ TEST_F_TIMEOUT(convert_too_big, forced_runs_into_enospc, 300)
 	EXPECT_LT(0, count_chunks(&after, BTRFS_BLOCK_GROUP_DATA, 0));
 	EXPECT_EQ(0, unlink(self->path));
 	EXPECT_EQ(0, syncfs(self->w.fd));
+}
+
+/* ---- The durability checks see a bad copy ---- */
+
+/* The logical address of the first extent of @path; 0 if none. */
+static __u64 first_extent(const char *path)
+{
+	struct {
+		struct fiemap fm;
+		struct fiemap_extent fe;
+	} m = { .fm = { .fm_length = ~0ULL, .fm_flags = FIEMAP_FLAG_SYNC,
+			.fm_extent_count = 1 } };
+	int fd = open(path, O_RDONLY);
+	int ret;
+
+	if (fd < 0)
+		return 0;
+	ret = ioctl(fd, FS_IOC_FIEMAP, &m.fm);
+	close(fd);
+	return ret || m.fm.fm_mapped_extents != 1 ? 0 : m.fe.fe_physical;
+}
+
+/*
+ * A convert that wrote one raid1 copy wrong must fail the durability
+ * tests (power cut, crash, replay).  They find it two ways: their scrub
+ * (scrub_fs()) reports an error even when it corrects it from the other
+ * copy, and the kernel log then has a line the host's scan of those runs
+ * fails on (scan_data_errors of lib/vm.sh: "csum failed", "read error
+ * corrected", "BTRFS error").  Here a data convert to raid1, then 4 KiB of
+ * the copy on devid 2 overwritten behind the filesystem's back.
+ */
+TEST(a_bad_copy_fails_the_durability_checks)
+{
+	static const struct fs_spec spec = {
+		.ndevs = 2, .data = "single", .meta = "raid1", .size = "256M",
+	};
+	struct btrfs_ioctl_balance_args a;
+	struct world w = { 0 };
+	struct chunk_list l;
+	char path[PATH_SIZE], junk[4096];
+	__u64 logical, physical = 0, bad;
+	struct kmsg k;
+	int fd, i, j;
+
+	if (!world_setup(_metadata, &w, &spec))
+		return;
+	ASSERT_EQ(0, write_pattern_file(w.env.mnt, 0, SZ_1M));
+	ASSERT_EQ(0, syncfs(w.fd));
+	convert_request(&a, BTRFS_BALANCE_DATA, BTRFS_BLOCK_GROUP_RAID1);
+	ASSERT_EQ(0, balance_v2(w.fd, &a));
+
+	pattern_path(path, w.env.mnt, 0);
+	logical = first_extent(path);
+	ASSERT_NE(0ULL, logical);
+	ASSERT_EQ(0, read_chunks(w.fd, &l));
+	for (i = 0; i < l.n && !physical; i++) {
+		if (logical < l.c[i].start ||
+		    logical >= l.c[i].start + l.c[i].length)
+			continue;
+		ASSERT_EQ(BTRFS_BLOCK_GROUP_RAID1, chunk_profile(l.c[i].type));
+		for (j = 0; j < (int)l.c[i].num_stripes; j++)
+			if (l.c[i].stripes[j].devid == 2)
+				physical = l.c[i].stripes[j].offset +
+					   logical - l.c[i].start;
+	}
+	ASSERT_NE(0ULL, physical) TH_LOG("no copy on devid 2 of %llu",
+					 (unsigned long long)logical);
+	world_umount(_metadata, &w);
+
+	memset(junk, 0xa5, sizeof(junk));
+	fd = open(w.env.devs[1], O_WRONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ((ssize_t)sizeof(junk),
+		  pwrite(fd, junk, sizeof(junk), physical));
+	ASSERT_EQ(0, fsync(fd));
+	close(fd);
+
+	world_mount(_metadata, &w, 0, NULL);
+	ASSERT_EQ(0, kmsg_start(&k));
+	EXPECT_EQ(SCRUB_CORRECTED, scrub_fs(w.env.mnt));
+	EXPECT_TRUE(kmsg_contains(&k, "csum failed") == 1 ||
+		    kmsg_contains(&k, "read error corrected") == 1 ||
+		    kmsg_contains(&k, "BTRFS error") == 1)
+		TH_LOG("the log:\n%s", k.text ? k.text : "(empty)");
+	kmsg_end(&k);
+	/* The scrub rewrote the copy: clean now, the file as written. */
+	EXPECT_EQ(0, scrub_fs(w.env.mnt));
+	EXPECT_EQ(0, verify_pattern_file(w.env.mnt, 0, SZ_1M, &bad));
+	world_teardown(_metadata, &w);
 }
 
 TEST_HARNESS_MAIN

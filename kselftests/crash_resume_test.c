@@ -724,7 +724,7 @@ static int phase_verify(struct test_env *env)
 		   ret ? "\")" : "");
 
 	ret = scrub_fs(env->mnt);
-	tap_result(!ret, "btrfs scrub start -Bd: no error it could not correct (%d)",
+	tap_result(!ret, "btrfs scrub start -Bd: no error, corrected or not (%d)",
 		   ret);
 	close(fd);
 	fd = -1;

@@ -648,6 +648,75 @@ TEST_F_TIMEOUT(lifecycle, only_device_add_runs_beside_a_paused_balance, 300)
 	verify_dataset(_metadata, w);
 }
 
+/*
+ * A dry run of the convert the world's balance runs (soft: the chunks not
+ * in the target yet) beside it: 0, the data chunks not in raid1 as its
+ * estimate, and nothing moved.
+ */
+static void dry_run_beside(struct __test_metadata *_metadata, struct world *w)
+{
+	struct btrfs_ioctl_balance_args d;
+	struct chunk_list before, after;
+	int i;
+
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &before));
+	convert_request(&d, RAID1);
+	d.data.flags |= BTRFS_BALANCE_ARGS_SOFT;
+	d.flags |= BTRFS_BALANCE_DRY_RUN;
+	ASSERT_EQ(0, balance_v2(w->fs.fd, &d));
+	EXPECT_EQ(BTRFS_BALANCE_EXT_ESTIMATE, d.ext_flags);
+	EXPECT_EQ((__u64)count_data_not(&before, RAID1),
+		  d.types[BTRFS_BALANCE_DATA_INDEX].chunks_expected);
+	EXPECT_LT(0ULL, d.types[BTRFS_BALANCE_DATA_INDEX].chunks_expected);
+	EXPECT_EQ(0ULL, d.types[BTRFS_BALANCE_META_INDEX].chunks_expected);
+	ASSERT_EQ(0, read_chunks(w->fs.fd, &after));
+	ASSERT_EQ(before.n, after.n);
+	for (i = 0; i < before.n; i++)
+		EXPECT_FALSE(chunk_moved(&before, i, &after));
+}
+
+/*
+ * A dry run writes nothing: it looks beside a running balance (held
+ * between two chunks), which goes on afterwards with the exclusive
+ * operation it held.
+ */
+TEST_F_TIMEOUT(lifecycle, a_dry_run_looks_beside_a_running_balance, 300)
+{
+	struct btrfs_ioctl_balance_args a, p;
+	struct world *w = &self->w;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	dry_run_beside(_metadata, w);
+	ASSERT_EQ(0, balance_progress(w->fs.fd, &p));
+	EXPECT_NE(0ULL, p.state & BTRFS_BALANCE_STATE_RUNNING);
+	expect_exclop(_metadata, &w->fs, "balance");
+	ASSERT_EQ(0, balance_hold_set(0));
+	ASSERT_EQ(0, balance_thread_join(&w->bt));
+	expect_all_data(_metadata, &w->fs, RAID1);
+	expect_no_balance(_metadata, &w->fs);
+	verify_dataset(_metadata, w);
+}
+
+/* The same beside a paused balance, which stays paused and resumes. */
+TEST_F_TIMEOUT(lifecycle, a_dry_run_looks_beside_a_paused_balance, 300)
+{
+	struct btrfs_ioctl_balance_args a, p, r;
+	struct world *w = &self->w;
+
+	convert_request(&a, RAID1);
+	start_held(_metadata, w, &a);
+	hold_step(_metadata, w);
+	pause_held(_metadata, w);
+	dry_run_beside(_metadata, w);
+	expect_paused(_metadata, &w->fs, BTRFS_BALANCE_DATA, &p);
+	ASSERT_EQ(0, resume(w->fs.fd, &r));
+	expect_all_data(_metadata, &w->fs, RAID1);
+	expect_no_balance(_metadata, &w->fs);
+	verify_dataset(_metadata, w);
+}
+
 TEST_F_TIMEOUT(lifecycle, paused_balance_resumes_on_next_mount, 300)
 {
 	struct btrfs_ioctl_balance_args a, p;

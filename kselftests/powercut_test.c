@@ -615,7 +615,7 @@ static int phase_verify(struct test_env *env)
 	ret = balance_item_present(fd);
 	tap_result(ret == 0, "no balance item is left (%d)", ret);
 	ret = scrub_fs(env->mnt);
-	tap_result(!ret, "btrfs scrub start -Bd: no error it could not correct (%d)",
+	tap_result(!ret, "btrfs scrub start -Bd: no error, corrected or not (%d)",
 		   ret);
 	close(fd);
 	fd = -1;

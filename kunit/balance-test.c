@@ -1867,6 +1867,37 @@ static void ioctl_args_layout_test(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sizeof(struct btrfs_ioctl_balance_args), 1024);
 }
 
+/*
+ * limit=3..5 and two chunks found: the relocation pass takes none, so the
+ * estimate has none.  A minimum that is met, or no limit range, keeps what
+ * was found.
+ */
+static void scan_limit_min_test(struct kunit *test)
+{
+	const struct btrfs_balance_control bctl = {
+		.flags = T_ALL,
+		.data = { .flags = A_LIMIT_RANGE, .limit_min = 3,
+			  .limit_max = 5 },
+		.meta = { .flags = A_LIMIT_RANGE, .limit_min = 2,
+			  .limit_max = 5 },
+		.sys = { .flags = A_LIMIT, .limit = 3 },
+	};
+	struct btrfs_balance_scan scan = {
+		.chunks = { 2, 2, 1 },
+		.bytes = { SZ_1G, SZ_512M, SZ_32M },
+		.used = { SZ_256M, SZ_16M, SZ_16K },
+	};
+
+	balance_scan_limit_min(&scan, &bctl);
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_DATA_INDEX], 0);
+	KUNIT_EXPECT_EQ(test, scan.bytes[BTRFS_BALANCE_DATA_INDEX], 0);
+	KUNIT_EXPECT_EQ(test, scan.used[BTRFS_BALANCE_DATA_INDEX], 0);
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_META_INDEX], 2);
+	KUNIT_EXPECT_EQ(test, scan.used[BTRFS_BALANCE_META_INDEX], SZ_16M);
+	KUNIT_EXPECT_EQ(test, scan.chunks[BTRFS_BALANCE_SYS_INDEX], 1);
+	KUNIT_EXPECT_EQ(test, scan.used[BTRFS_BALANCE_SYS_INDEX], SZ_16K);
+}
+
 /* A dry run reports its scan per type; what the caller sent is replaced. */
 static void scan_to_args_test(struct kunit *test)
 {
@@ -2588,6 +2619,7 @@ static struct kunit_suite balance_resume_suite = {
 static struct kunit_case balance_progress_cases[] = {
 	KUNIT_CASE(ioctl_args_layout_test),
 	KUNIT_CASE(scan_to_args_test),
+	KUNIT_CASE(scan_limit_min_test),
 	KUNIT_CASE(progress_per_type_test),
 	KUNIT_CASE(progress_chunk_grew_test),
 	KUNIT_CASE(progress_to_args_test),
