@@ -684,7 +684,7 @@ static inline int chunk_used(int fd, struct chunk *c)
 }
 
 /* Commit, then read every chunk item and its block group's usage. */
-static inline int read_chunks(int fd, struct chunk_list *list)
+static inline int read_chunks_once(int fd, struct chunk_list *list)
 {
 	struct btrfs_ioctl_search_key sk;
 	int i, ret;
@@ -698,6 +698,23 @@ static inline int read_chunks(int fd, struct chunk_list *list)
 	ret = tree_search(fd, &sk, chunk_item_cb, list);
 	for (i = 0; i < list->n && !ret; i++)
 		ret = chunk_used(fd, &list->c[i]);
+	return ret;
+}
+
+/*
+ * The chunks, each with the bytes used in its block group.  A block group
+ * gone by the time it is looked up (-ENOENT) was removed after its chunk
+ * was read: the cleaner deletes emptied block groups, after a mount or
+ * remount read-write too.  Read again then.
+ */
+static inline int read_chunks(int fd, struct chunk_list *list)
+{
+	int tries = 10;
+	int ret;
+
+	do {
+		ret = read_chunks_once(fd, list);
+	} while (ret == -ENOENT && --tries);
 	return ret;
 }
 
