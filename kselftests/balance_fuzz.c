@@ -1480,19 +1480,6 @@ static const char * const dry_beside_names[] = {
 
 static struct chunk_list dry_before, dry_after;
 
-static bool same_chunk_list(const struct chunk_list *a,
-			    const struct chunk_list *b)
-{
-	int i;
-
-	if (a->n != b->n)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (chunk_moved(a, i, b))
-			return false;
-	return true;
-}
-
 /*
  * The same request as the dry run @dry, for real: it must relocate, per
  * type, the chunks the estimate said.  Only for small ones: a chunk or
@@ -1559,7 +1546,7 @@ static void dry_run_call(void)
 	if (!look)
 		return;
 	if (read_chunks(F.fds[0], &dry_after) ||
-	    !same_chunk_list(&dry_before, &dry_after)) {
+	    !same_chunks(&dry_before, &dry_after)) {
 		call_failed(&c, "the chunk tree changed across a dry run",
 			    "no chunk moved");
 		return;

@@ -751,6 +751,20 @@ static inline bool chunk_moved(const struct chunk_list *before, int i,
 	       after->c[j].type != c->type;
 }
 
+/* The same chunks in both lists (none relocated, none added). */
+static inline bool same_chunks(const struct chunk_list *a,
+			       const struct chunk_list *b)
+{
+	int i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (chunk_moved(a, i, b))
+			return false;
+	return true;
+}
+
 static inline int count_items_cb(const struct btrfs_ioctl_search_header *sh,
 			  const void *item, void *ctx)
 {

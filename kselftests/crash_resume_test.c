@@ -105,18 +105,6 @@ static int mount_test_fs(const struct test_env *env)
 	return ret;
 }
 
-static bool same_chunks(const struct chunk_list *a, const struct chunk_list *b)
-{
-	int i;
-
-	if (a->n != b->n)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (chunk_moved(a, i, b))
-			return false;
-	return true;
-}
-
 /* ---- The state file ---- */
 
 static int state_write(const char *mnt, const struct state *st)
