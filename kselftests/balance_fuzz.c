@@ -487,6 +487,7 @@ struct call {
 	bool bg_alive;		/* the second thread's balance was not joined */
 	__u64 ctl_epoch;	/* pauses, cancels, remounts made before it */
 	__u64 ro_epoch;		/* remounts read-only before it */
+	bool relocated;		/* a balance may have relocated data before */
 	int ret;
 };
 
@@ -501,6 +502,11 @@ struct fuzz {
 	bool ro;
 	__u64 ctl_epoch;
 	__u64 ro_epoch;
+	/*
+	 * A balance ended since the last remount: the relocation's inode
+	 * may still wait for its delayed iput (see allowed()).
+	 */
+	bool relocated;
 	int calls;		/* made so far */
 	int failed;
 	int shown;
@@ -1197,6 +1203,7 @@ static void situate(struct call *c, bool bg, bool unpriv)
 	c->bg_alive = F.bg_alive;
 	c->ctl_epoch = F.ctl_epoch;
 	c->ro_epoch = F.ro_epoch;
+	c->relocated = F.relocated;
 }
 
 /* ---- What each call may return (docs/reliability.md) ---- */
@@ -1333,8 +1340,14 @@ static void allowed(const struct call *c, struct errset *s)
 		break;
 	case K_REMOUNT_RO:
 		errset_add(s, 0);
-		/* A balance ioctl in progress holds a write on the mount. */
-		if (c->bg_alive)
+		/*
+		 * A balance ioctl in progress holds a write on the mount.  After
+		 * a balance, the inode a data relocation used is unlinked
+		 * (nlink 0, the superblock's remove count up) until its last
+		 * reference, often a delayed iput, goes: until then
+		 * sb_prepare_remount_readonly() says -EBUSY too.
+		 */
+		if (c->bg_alive || c->relocated)
 			errset_add(s, -EBUSY);
 		break;
 	case K_REMOUNT_RW:
@@ -1443,6 +1456,9 @@ static void judge(const struct call *c)
 	struct errset s;
 	int i;
 
+	if (c->kind == K_V2 && !(c->req.flags & BTRFS_BALANCE_DRY_RUN) &&
+	    (c->ret == 0 || c->ret == -ECANCELED || c->ret == -ENOSPC))
+		F.relocated = true;
 	allowed(c, &s);
 	if (!errset_has(&s, c->ret))
 		why = "result outside its set";
@@ -1711,6 +1727,8 @@ static void remount(bool ro)
 	kmsg_scan();
 	if (!c.ret) {
 		F.ro = ro;
+		/* Read-write: the kernel may resume a paused balance. */
+		F.relocated = !ro;
 		if (ro)
 			F.ro_epoch++;
 	}
