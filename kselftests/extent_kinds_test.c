@@ -28,64 +28,31 @@
 /* Each TEST_F wrapper of the harness keeps a local across its setjmp. */
 #pragma GCC diagnostic ignored "-Wclobbered"
 
+/* A wait that only a hang reaches (btrfs_world.h). */
+#define HANG_MS		(600 * 1000)
+#include "btrfs_world.h"
+
 #define NDEVS		2
 #define RAID1		BTRFS_BLOCK_GROUP_RAID1
 #define FILE_SIZE	(4 * SZ_1M)
-#define HANG_MS		(600 * 1000)
 
-/* ---- The world: two devices, data single, metadata raid1 ---- */
+/* ---- The world (btrfs_world.h): two devices, metadata raid1 ---- */
 
-struct kworld {
-	struct test_env env;
-	int fd;
-	bool mounted;
-	const char *opts;
-};
-
-static void kw_mount(struct __test_metadata *_metadata, struct kworld *w)
+/* mkfs (data @data, metadata raid1) on two devices and mount. */
+static bool two_devices_setup(struct __test_metadata *_metadata,
+			      struct fs_world *w, const char *data)
 {
-	int ret = mount_fs(&w->env, NDEVS, 0, w->opts);
-
-	ASSERT_EQ(0, ret) TH_LOG("mount (%s): %s", w->opts, strerror(-ret));
-	w->mounted = true;
-	w->fd = open(w->env.mnt, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, w->fd);
+	return world_setup(_metadata, w, NDEVS, NDEVS, data, "raid1", NULL, 0);
 }
 
-static void kw_umount(struct __test_metadata *_metadata, struct kworld *w)
+static void two_devices_teardown(struct __test_metadata *_metadata,
+				 struct fs_world *w)
 {
-	close(w->fd);
-	w->fd = -1;
-	ASSERT_EQ(0, umount_fs(w->env.mnt));
-	w->mounted = false;
+	world_teardown_begin(_metadata, w);
+	world_teardown_end(_metadata, w);
 }
 
-static bool kw_setup(struct __test_metadata *_metadata, struct kworld *w,
-		     const char *data, const char *opts)
-{
-	w->fd = -1;
-	w->opts = opts;
-	env_load(&w->env);
-	if (w->env.ndevs < NDEVS)
-		SKIP(return false, "BTRFS_TEST_DEVS names %d devices, %d needed",
-		     w->env.ndevs, NDEVS);
-	mkdir(w->env.mnt, 0755);
-	while (!umount2(w->env.mnt, 0))
-		;
-	ASSERT_EQ(0, make_fs(&w->env, NDEVS, data, "raid1"));
-	kw_mount(_metadata, w);
-	return true;
-}
-
-static void kw_teardown(struct kworld *w)
-{
-	if (w->fd >= 0)
-		close(w->fd);
-	if (w->mounted)
-		umount_fs(w->env.mnt);
-}
-
-static void path_of(char *buf, const struct kworld *w, const char *name)
+static void path_of(char *buf, const struct fs_world *w, const char *name)
 {
 	if (snprintf(buf, PATH_SIZE, "%s/%s", w->env.mnt, name) >= PATH_SIZE)
 		buf[0] = '\0';	/* no such path: the test fails on it */
@@ -95,7 +62,7 @@ static void path_of(char *buf, const struct kworld *w, const char *name)
  * Data to raid1, the metadata and system chunks relocated as they are:
  * every chunk of the filesystem is relocated once.
  */
-static void relocate_all(struct __test_metadata *_metadata, struct kworld *w)
+static void relocate_all(struct __test_metadata *_metadata, struct fs_world *w)
 {
 	struct btrfs_ioctl_balance_args a;
 	int ret;
@@ -114,7 +81,7 @@ static void relocate_all(struct __test_metadata *_metadata, struct kworld *w)
 
 /* Every data chunk raid1. */
 static void expect_data_raid1(struct __test_metadata *_metadata,
-			      struct kworld *w)
+			      struct fs_world *w)
 {
 	struct chunk_list l;
 	int i;
@@ -133,12 +100,12 @@ static void expect_data_raid1(struct __test_metadata *_metadata,
  * mounted again afterwards.
  */
 static void check_every_copy(struct __test_metadata *_metadata,
-			     struct kworld *w)
+			     struct fs_world *w)
 {
 	EXPECT_EQ(0, scrub_fs(w->env.mnt));
-	kw_umount(_metadata, w);
+	world_umount(_metadata, w);
 	EXPECT_EQ(0, check_fs_with(&w->env, NDEVS, true));
-	kw_mount(_metadata, w);
+	world_mount(_metadata, w, NDEVS, 0, NULL);
 }
 
 /* ---- Contents ---- */
@@ -232,7 +199,7 @@ struct file_state {
 };
 
 static void record(struct __test_metadata *_metadata, struct file_state *f,
-		   const struct kworld *w, const char *name, __u32 flag)
+		   const struct fs_world *w, const char *name, __u32 flag)
 {
 	path_of(f->path, w, name);
 	f->flag = flag;
@@ -260,7 +227,7 @@ static void expect_same(struct __test_metadata *_metadata,
 /* ---- Compressed extents, zstd and lzo ---- */
 
 FIXTURE(compressed) {
-	struct kworld w;
+	struct fs_world w;
 };
 
 FIXTURE_VARIANT(compressed) {
@@ -277,12 +244,18 @@ FIXTURE_VARIANT_ADD(compressed, lzo) {
 
 FIXTURE_SETUP(compressed)
 {
-	kw_setup(_metadata, &self->w, "single", variant->opts);
+	int ret;
+
+	if (!two_devices_setup(_metadata, &self->w, "single"))
+		return;
+	ret = remount_fs(self->w.env.mnt, 0, variant->opts);
+	ASSERT_EQ(0, ret) TH_LOG("remount %s: %s", variant->opts,
+				 strerror(-ret));
 }
 
 FIXTURE_TEARDOWN(compressed)
 {
-	kw_teardown(&self->w);
+	two_devices_teardown(_metadata, &self->w);
 }
 
 /* Copied as they are on disk: still compressed, as many, the same data. */
@@ -304,21 +277,21 @@ TEST_F_TIMEOUT(compressed, compressed_extents_stay_compressed, 600)
 /* ---- The other kinds, one filesystem each ---- */
 
 FIXTURE(kinds) {
-	struct kworld w;
+	struct fs_world w;
 };
 
 FIXTURE_SETUP(kinds)
 {
-	kw_setup(_metadata, &self->w, "single", "");
+	two_devices_setup(_metadata, &self->w, "single");
 }
 
 FIXTURE_TEARDOWN(kinds)
 {
-	kw_teardown(&self->w);
+	two_devices_teardown(_metadata, &self->w);
 }
 
 /* "btrfs filesystem du -s --raw" of @dirs: the shared bytes, per line. */
-static void fs_du(struct __test_metadata *_metadata, const struct kworld *w,
+static void fs_du(struct __test_metadata *_metadata, const struct fs_world *w,
 		  char *out, size_t size)
 {
 	char a[PATH_SIZE], b[PATH_SIZE], c[PATH_SIZE];
@@ -498,7 +471,7 @@ static void all_request(struct btrfs_ioctl_balance_args *a)
  * "log" appended 4 KiB records, each fsync'd (the tree-log).
  */
 struct writer {
-	const struct kworld *w;
+	const struct fs_world *w;
 	struct balance_thread *bt;
 	unsigned char *ow;
 	__u64 tr_size;
@@ -686,17 +659,17 @@ static int forget_device(const char *dev)
  * good copies again.
  */
 FIXTURE(degraded) {
-	struct kworld w;
+	struct fs_world w;
 };
 
 FIXTURE_SETUP(degraded)
 {
-	kw_setup(_metadata, &self->w, "raid1", "");
+	two_devices_setup(_metadata, &self->w, "raid1");
 }
 
 FIXTURE_TEARDOWN(degraded)
 {
-	kw_teardown(&self->w);
+	two_devices_teardown(_metadata, &self->w);
 }
 
 TEST_F_TIMEOUT(degraded, a_degraded_raid1_is_balanced_back, 600)
@@ -707,21 +680,17 @@ TEST_F_TIMEOUT(degraded, a_degraded_raid1_is_balanced_back, 600)
 
 	ASSERT_EQ(0, write_pattern(self->w.env.mnt, 0, FILE_SIZE, SZ_1M,
 				   PATTERN_FSYNC));
-	kw_umount(_metadata, &self->w);
+	world_umount(_metadata, &self->w);
 
 	ret = forget_device(self->w.env.devs[1]);
 	ASSERT_EQ(0, ret) TH_LOG("forget %s: %s", self->w.env.devs[1],
 				 strerror(-ret));
-	ret = mount_fs(&self->w.env, 1, 0, "degraded");
-	ASSERT_EQ(0, ret) TH_LOG("degraded mount: %s", strerror(-ret));
-	self->w.mounted = true;
-	self->w.fd = open(self->w.env.mnt, O_RDONLY | O_DIRECTORY);
-	ASSERT_LE(0, self->w.fd);
+	world_mount(_metadata, &self->w, 1, 0, "degraded");
 	ASSERT_EQ(0, write_pattern(self->w.env.mnt, 1, FILE_SIZE, SZ_1M,
 				   PATTERN_FSYNC));
-	kw_umount(_metadata, &self->w);
+	world_umount(_metadata, &self->w);
 
-	kw_mount(_metadata, &self->w);
+	world_mount(_metadata, &self->w, NDEVS, 0, NULL);
 	memset(&a, 0, sizeof(a));
 	a.flags = BTRFS_BALANCE_DATA | BTRFS_BALANCE_METADATA |
 		  BTRFS_BALANCE_SYSTEM | BTRFS_BALANCE_FORCE;
@@ -789,7 +758,7 @@ static int read_qgroups(int fd, struct qgroup_numbers *q)
 }
 
 FIXTURE(quotas) {
-	struct kworld w;
+	struct fs_world w;
 };
 
 FIXTURE_VARIANT(quotas) {
@@ -806,15 +775,25 @@ FIXTURE_VARIANT_ADD(quotas, simple) {
 
 FIXTURE_SETUP(quotas)
 {
-	kw_setup(_metadata, &self->w, "single", "");
+	two_devices_setup(_metadata, &self->w, "single");
 }
 
 FIXTURE_TEARDOWN(quotas)
 {
-	kw_teardown(&self->w);
-	/* A filesystem the host's btrfs-progs 6.2 can check afterwards. */
-	if (variant->cmd == BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA)
-		make_fs(&self->w.env, NDEVS, "single", "raid1");
+	world_teardown_begin(_metadata, &self->w);
+	/*
+	 * btrfs-progs 6.2 cannot check a filesystem that had simple quotas:
+	 * a new one for the checks of the teardown and of the host.
+	 */
+	if (variant->cmd == BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA &&
+	    self->w.mounted) {
+		close(self->w.fd);
+		self->w.fd = -1;
+		EXPECT_EQ(0, umount_fs(self->w.env.mnt));
+		self->w.mounted = false;
+		EXPECT_EQ(0, make_fs(&self->w.env, NDEVS, "single", "raid1"));
+	}
+	world_teardown_end(_metadata, &self->w);
 }
 
 /*
